@@ -1,0 +1,82 @@
+"""Text tables and JSON for the CLI: rows are dicts of SI-unit-suffixed fields, formatted here."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Row = Mapping[str, Any]
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        if value == 0:
+            return "0"
+        magnitude = abs(value)
+        if magnitude >= 1e6 or magnitude < 1e-3:
+            return f"{value:.3e}"
+        if value.is_integer():
+            return f"{int(value):,}"
+        if magnitude >= 100:
+            return f"{value:,.1f}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table(rows: Sequence[Row], columns: Sequence[str] | None = None, *, title: str = "") -> str:
+    """A plain fixed-width table; numbers right-aligned, text left-aligned."""
+    if not rows:
+        return f"{title}\n(no rows)" if title else "(no rows)"
+    cols = list(columns) if columns else list(rows[0].keys())
+    cells = [[_cell(row.get(c, "")) for c in cols] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
+    numeric = [all(isinstance(row.get(c), int | float) for row in rows) for c in cols]
+
+    def line(values: Sequence[str]) -> str:
+        cells = zip(values, widths, numeric, strict=True)
+        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in cells]
+        return "  ".join(parts).rstrip()
+
+    out = [title] if title else []
+    out += [line(cols), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def to_json(rows: Sequence[Row] | Row) -> str:
+    """JSON text for --json: plain numbers, NaN as null."""
+    return json.dumps(_plain(rows), indent=2)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def key_values(pairs: Sequence[tuple[str, Any, str]], *, title: str = "") -> str:
+    """Field / value / source listing for `show` commands (numbers aligned, text left)."""
+    width = max(len(k) for k, _, _ in pairs)
+    numbers = [_cell(v) for _, v, _ in pairs if isinstance(v, int | float)]
+    value_width = max((len(c) for c in numbers), default=0)
+    out = [title] if title else []
+    for key, value, source in pairs:
+        cell = _cell(value)
+        cell = cell.rjust(value_width) if isinstance(value, int | float) else cell
+        text = f"{key.ljust(width)}  {cell}"
+        out.append(f"{text}  [{source}]" if source else text)
+    return "\n".join(out)
