@@ -116,8 +116,8 @@ class GemmEfficiency:
 def _as_nonneg_array(name: str, value: ArrayLike) -> FloatArray:
     """float64 copy of value; SpecError if any element is negative or not finite."""
     arr = np.asarray(value, dtype=np.float64)
-    bad = ~(np.isfinite(arr) & (arr >= 0.0))
-    if np.any(bad):
+    if arr.size and not (arr.min() >= 0.0 and arr.max() < math.inf):  # NaN fails both
+        bad = ~(np.isfinite(arr) & (arr >= 0.0))
         raise SpecError(f"{name}: need finite values >= 0, got {arr[bad][:3].tolist()}")
     return arr
 
@@ -183,19 +183,21 @@ def gemm_time_s(
     _check_positive("act_bytes_per_elem", act_bytes_per_elem, allow_zero=True)
     _check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     _check_positive("flops_per_s", flops_per_s)
-    m_a, k_a, n_a = np.broadcast_arrays(
-        _as_nonneg_array("m", m), _as_nonneg_array("k", k), _as_nonneg_array("n", n)
-    )
+    # No explicit broadcast: the shape terms are folded into per-token coefficients first, so
+    # a sweep over m costs a handful of array operations (k and n are usually scalars).
+    m_a, k_a, n_a = _as_nonneg_array("m", m), _as_nonneg_array("k", k), _as_nonneg_array("n", n)
     wb, ab = weight_bytes_per_param, act_bytes_per_elem
+    bandwidth = eff.bandwidth * bandwidth_bytes_per_s
     # Roofline memory term: weights read once, activations read (m x k) and written (m x n).
-    bytes_ = k_a * n_a * wb + m_a * (k_a + n_a) * ab
-    t_mem_s = eff.floor_s + bytes_ / (eff.bandwidth * bandwidth_bytes_per_s)
+    t_mem_s = (eff.floor_s + k_a * n_a * wb / bandwidth) + m_a * ((k_a + n_a) * ab / bandwidth)
     m_eff = m_a
     if eff.tile_fraction > 0.0:
         m_eff = m_a + eff.tile_fraction * (padded_tokens(m_a, eff.tile_rows) - m_a)
     # 2 flops per multiply-add, each output element costs k (+ epilogue) reduction steps.
-    t_comp_s = 2.0 * m_eff * (k_a + eff.epilogue_k) * n_a / (eff.flops * flops_per_s)
-    return smooth_max(t_mem_s, t_comp_s, eff.overlap_p)
+    t_comp_s = m_eff * (2.0 * (k_a + eff.epilogue_k) * n_a / (eff.flops * flops_per_s))
+    out: FloatArray = np.broadcast_to(smooth_max(t_mem_s, t_comp_s, eff.overlap_p),
+                                      np.broadcast_shapes(m_a.shape, k_a.shape, n_a.shape))
+    return out
 
 
 # --- fitting -------------------------------------------------------------------------------

@@ -52,16 +52,21 @@ class PassShape:
     @property
     def tokens(self) -> FloatArray:
         """n: tokens scored in each pass, shape (S,)."""
-        return np.asarray((self.counts * self.queries).sum(axis=1), dtype=np.float64)
+        product = self.counts * self.queries
+        return np.asarray(product[:, 0] if product.shape[1] == 1 else product.sum(axis=1))
 
     @property
     def requests(self) -> FloatArray:
         """Requests in each pass, shape (S,)."""
-        return np.asarray(self.counts.sum(axis=1), dtype=np.float64)
+        return np.asarray(self.counts[:, 0] if self.counts.shape[1] == 1
+                          else self.counts.sum(axis=1))
 
     def cached_tokens(self, window: float = np.inf) -> FloatArray:
         """KV entries read per layer, summed over requests, at most `window` per request, (S,)."""
-        return np.asarray((self.counts * np.minimum(self.contexts, window)).sum(axis=1))
+        contexts = self.contexts if window == np.inf else np.minimum(self.contexts, window)
+        if self.counts.shape[1] == 1:  # one group: no reduction over requests needed
+            return np.asarray((self.counts * contexts)[:, 0])
+        return np.asarray((self.counts * contexts).sum(axis=1))
 
     def attention_pairs(self, window: float = np.inf) -> FloatArray:
         """(query, key) pairs scored per layer and head, (S,).
@@ -70,8 +75,11 @@ class PassShape:
         tokens of its request (the kernel computes the full q x q block under a causal or tree
         mask), capped at the window: q * min(context + q, window).
         """
-        per_query = np.minimum(self.contexts + self.queries, window)
-        return np.asarray((self.counts * self.queries * per_query).sum(axis=1))
+        per_query = self.contexts + self.queries
+        if window != np.inf:
+            per_query = np.minimum(per_query, window)
+        pairs = self.counts * self.queries * per_query
+        return np.asarray(pairs[:, 0] if pairs.shape[1] == 1 else pairs.sum(axis=1))
 
 
 def _column(values: ArrayLike, name: str) -> FloatArray:

@@ -23,15 +23,27 @@ from specsim.work import Op, Precision, pass_work
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpCost:
-    """An op's work and its time on one GPU; arrays (S,), time per layer instance."""
+    """An op's work and its time on one GPU; arrays (S,), time per layer instance.
+
+    bandwidth_bytes_per_s, flops_per_s: the effective rates the op ran at, which decide the
+    bound that holds (compute when its flops take longer than its bytes).
+    """
 
     op: Op
     time_s: FloatArray
-    compute_bound: BoolArray  # the flops term exceeds the bytes term
+    bandwidth_bytes_per_s: float
+    flops_per_s: float
 
     @property
     def total_time_s(self) -> FloatArray:
         return self.time_s * self.op.layers
+
+    @property
+    def compute_bound(self) -> BoolArray:
+        if self.op.op_class == "communication":
+            return np.zeros(self.time_s.shape, dtype=bool)
+        return np.asarray(self.op.flops / self.flops_per_s > self.op.bytes_
+                          / self.bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,8 +57,10 @@ class PassCost:
     @property
     def time_s(self) -> FloatArray:
         """Seconds per pass, (S,)."""
-        total: FloatArray = np.sum([c.total_time_s for c in self.ops], axis=0)
-        return total + self.overhead_s
+        total = np.full(self.tokens.shape, self.overhead_s)
+        for c in self.ops:
+            total += c.time_s * c.op.layers
+        return total
 
     def total(self, field: str) -> FloatArray:
         """Sum of an Op byte/flop field over ops and layers, (S,)."""
@@ -80,22 +94,27 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
     eff = hw.efficiency
     bw, peak = hw.hbm_bandwidth_bytes_per_s, hw.flops_per_s(compute_dtype)
     if op.op_class == "gemm":
-        assert op.gemm_count is not None
-        time = op.gemm_count * gemm_time_s(
+        time = gemm_time_s(
             op.gemm_m, op.gemm_k, op.gemm_n, weight_bytes_per_param=op.weight_bytes_per_param,
             act_bytes_per_elem=op.act_bytes_per_elem, bandwidth_bytes_per_s=bw,
             flops_per_s=peak, eff=eff.gemm)
-        bound = op.flops / peak > op.bytes_ / bw
-        return OpCost(op=op, time_s=np.asarray(time, dtype=np.float64), compute_bound=bound)
+        if op.gemm_count is not None:
+            time = op.gemm_count * time
+        return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * eff.gemm.bandwidth,
+                      flops_per_s=peak * eff.gemm.flops)
     if op.op_class == "communication":
         return OpCost(op=op, time_s=collective_time_s(op.bytes_, hw, tp),
-                      compute_bound=np.zeros(op.bytes_.shape, dtype=bool))
+                      bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
+                      flops_per_s=peak)
     roof = eff.attention if op.op_class == "attention" else eff.memory
-    memory_s = op.bytes_ / (bw * roof.bandwidth)
+    bytes_ = op.bytes_
+    memory_s = bytes_ / (bw * roof.bandwidth)
     compute_s = op.flops / (peak * roof.flops)
-    active = op.bytes_ + op.flops > 0
-    time = np.maximum(memory_s, compute_s) + roof.floor_s * active
-    return OpCost(op=op, time_s=time, compute_bound=compute_s > memory_s)
+    time = np.maximum(memory_s, compute_s)
+    if roof.floor_s:
+        time = time + roof.floor_s * (bytes_ + op.flops > 0)
+    return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * roof.bandwidth,
+                  flops_per_s=peak * roof.flops)
 
 
 def pass_cost(model: Model, hw: Hardware, shape: PassShape, *, tp: int = 1,

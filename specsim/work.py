@@ -42,7 +42,7 @@ class Op:
     """One op on one GPU, repeated in `layers` layers; arrays have shape (S,).
 
     gemm_m/k/n/count: for weight GEMMs, `count` GEMMs of (m x k) @ (k x n) each (a grouped
-    expert GEMM has fractional expected count); zero for other ops.
+    expert GEMM has fractional expected count; None = one GEMM); zero for other ops.
     """
 
     name: str
@@ -78,7 +78,7 @@ class _Builder:
     def __init__(self, model: Model, shape: PassShape, tp: int, precision: Precision) -> None:
         self.model, self.shape, self.tp = model, shape, tp
         self.n = shape.tokens
-        self.zero = np.zeros_like(self.n)
+        self.zero = np.broadcast_to(0.0, self.n.shape)
         self.wb = BYTES_PER_PARAM[precision.weight_dtype or model.weight_dtype]
         self.expert_wb = (BYTES_PER_PARAM[precision.weight_dtype] if precision.weight_dtype
                           else model.expert_bytes_per_param)
@@ -93,13 +93,18 @@ class _Builder:
         if layers == 0:
             return
         m = self.n if m is None else m
-        c = np.ones_like(self.n) if count is None else count
         wb = self.wb if wb is None else wb
+        shape = self.n.shape
+        if count is None:  # one GEMM: weights are a constant, activations and flops scale with m
+            weight = np.broadcast_to(k * n_out * wb, shape)
+            activation, flops = m * ((k + n_out) * self.ab), m * (2.0 * k * n_out)
+        else:
+            weight = count * (k * n_out * wb)
+            activation, flops = count * m * ((k + n_out) * self.ab), count * m * (2.0 * k * n_out)
         self.ops.append(Op(
-            name=name, op_class="gemm", layers=layers,
-            weight_bytes=c * k * n_out * wb, activation_bytes=c * m * (k + n_out) * self.ab,
-            kv_read_bytes=self.zero, kv_write_bytes=self.zero, flops=2.0 * c * m * k * n_out,
-            gemm_m=m, gemm_k=float(k), gemm_n=float(n_out), gemm_count=c,
+            name=name, op_class="gemm", layers=layers, weight_bytes=weight,
+            activation_bytes=activation, kv_read_bytes=self.zero, kv_write_bytes=self.zero,
+            flops=flops, gemm_m=m, gemm_k=float(k), gemm_n=float(n_out), gemm_count=count,
             weight_bytes_per_param=wb, act_bytes_per_elem=self.ab))
 
     def other(self, name: str, op_class: str, layers: int, *, activation: FloatArray | None = None,

@@ -1,0 +1,59 @@
+"""Benchmark: T(n) for n = 1..65,536 on every built-in model x GPU, and the CLI's cold start.
+
+Targets: each model x GPU sweep under 50 ms; `specsim --help` under 0.3 s.
+Prints medians over repeats (shared machines are noisy; the median is the figure to quote).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from specsim.hardware import load_hardware
+from specsim.loading import builtin_names
+from specsim.models import load_model
+from specsim.roofline import forward_time_s
+
+REPEATS = 5
+
+
+def median_s(fn: object, repeats: int = REPEATS) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    n = np.arange(1, 65537, dtype=np.float64)
+    gpus = [load_hardware(s) for s in builtin_names("hardware")]
+    models = [load_model(s) for s in builtin_names("models")]
+    rows = []
+    for model in models:
+        for hw in gpus:
+            t = median_s(lambda m=model, h=hw: forward_time_s(m, h, n, context=1024.0))
+            rows.append((model.slug, hw.slug, t))
+    per_pair = [t for _, _, t in rows]
+    worst = max(rows, key=lambda r: r[2])
+    print(f"T(n), n = 1..65,536 (context 1,024), {len(models)} models x {len(gpus)} GPUs")
+    print(f"  median per model x GPU: {statistics.median(per_pair) * 1e3:.1f} ms")
+    print(f"  slowest: {worst[0]} on {worst[1]}: {worst[2] * 1e3:.1f} ms (target < 50 ms)")
+    print(f"  all {len(rows)} sweeps: {sum(per_pair):.2f} s")
+    cold = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "specsim", "--help"], check=True,
+                       capture_output=True)
+        cold.append(time.perf_counter() - start)
+    print(f"`specsim --help` cold start: median {statistics.median(cold):.3f} s "
+          f"(target < 0.3 s; includes the interpreter's own start)")
+
+
+if __name__ == "__main__":
+    main()

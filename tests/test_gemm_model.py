@@ -1,0 +1,411 @@
+"""Tests of specsim.gemm_model: ideal roofline, efficiency terms, fits, validation."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TypedDict
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecError
+from specsim.gemm_model import (
+    DECODE_FIT_PARAMS,
+    GEMM_FIT_PARAMS,
+    PREFILL_FIT_PARAMS,
+    AttentionEfficiency,
+    GemmEfficiency,
+    attention_time_s,
+    fit_attention_efficiency,
+    fit_gemm_efficiency,
+    gemm_time_s,
+    padded_tokens,
+    smooth_max,
+)
+
+# H100 SXM datasheet (NVIDIA H100 Tensor Core GPU datasheet): 3.35 TB/s HBM3,
+# 989 TFLOP/s dense bf16. These are the seed article's numbers for its 8B example.
+H100_BW = 3.35e12
+H100_FLOPS = 989e12
+
+
+class Hardware(TypedDict):
+    """Keyword arguments of gemm_time_s that describe the GPU and the dtypes."""
+
+    weight_bytes_per_param: float
+    act_bytes_per_elem: float
+    bandwidth_bytes_per_s: float
+    flops_per_s: float
+
+
+def _hw(
+    *, wb: float = 2.0, ab: float = 2.0, bw: float = H100_BW, fl: float = H100_FLOPS
+) -> Hardware:
+    """fp16 weights and activations on an H100 unless overridden."""
+    return Hardware(
+        weight_bytes_per_param=wb, act_bytes_per_elem=ab, bandwidth_bytes_per_s=bw, flops_per_s=fl
+    )
+
+
+H100 = _hw()
+
+
+# --- ideal roofline -------------------------------------------------------------------------
+
+
+def test_ideal_default_decode_gemm_of_8b_on_h100_is_weight_stream() -> None:
+    # Llama-3-8B fused gate+up GEMM (4096 x 2*14336), one token, bf16:
+    # bytes = 4096*28672*2 + 1*(4096+28672)*2 = 234,946,560 B; / 3.35e12 B/s = 70.13 us.
+    t = gemm_time_s(1, 4096, 28672, **H100)
+    assert float(t) == pytest.approx(234_946_560 / 3.35e12, rel=1e-12)
+    assert float(t) == pytest.approx(70.133e-6, rel=1e-4)
+
+
+def test_ideal_default_prefill_gemm_of_8b_on_h100_is_flop_bound() -> None:
+    # Same GEMM at 4096 tokens: 2*4096*4096*28672 = 962,072,674,304 flop / 989e12 = 972.8 us,
+    # far above its bytes (234,881,024 + 4096*32768*2 = 503,316,480 B -> 150.2 us).
+    t = gemm_time_s(4096, 4096, 28672, **H100)
+    assert float(t) == pytest.approx(962_072_674_304 / 989e12, rel=1e-12)
+    assert float(t) == pytest.approx(972.78e-6, rel=1e-4)
+
+
+def test_ideal_default_knee_of_8b_square_gemm_is_near_peak_over_bandwidth() -> None:
+    # Seed: knee at 989 / 3.35 ~ 295 tokens (weights only). With activations in the byte count
+    # the crossing for a 4096 x 4096 bf16 GEMM solves 2mkn/F = (2kn + 2m(k+n))/B, i.e.
+    # m = kn / (kn B/F - k - n) = 4096^2 / (4096^2 / 295.22 - 8192) = 344.9 tokens.
+    knee = 4096.0**2 / (4096.0**2 / (989e12 / 3.35e12) - 8192.0)
+    m = np.arange(1, 1000, dtype=np.float64)
+    t = gemm_time_s(m, 4096, 4096, **H100)
+    bytes_time = (4096.0 * 4096 * 2 + m * 8192 * 2) / 3.35e12
+    first_compute_bound = m[np.argmax(t > bytes_time)]
+    assert knee == pytest.approx(344.9, abs=0.1)
+    assert first_compute_bound == math.ceil(knee)
+    # Weights only (no activation bytes): the seed's knee, 989e12 / 3.35e12 = 295.2 -> 296.
+    t_weights = gemm_time_s(m, 4096, 4096, **_hw(ab=0.0))
+    assert m[np.argmax(t_weights > 4096.0 * 4096 * 2 / 3.35e12)] == 296
+
+
+def test_ideal_default_equals_roofline_formula_exactly_on_a_grid() -> None:
+    m = np.array([0.0, 1.0, 7.0, 64.0, 129.0, 1000.0, 32768.0])[:, None, None]
+    k = np.array([1.0, 512.0, 8192.0])[None, :, None]
+    n = np.array([3.0, 1280.0, 57344.0])[None, None, :]
+    wb, ab, bw, fl = 0.5, 2.0, 2039e9, 312e12  # int4 weights, fp16 activations, A100
+    t = gemm_time_s(
+        m,
+        k,
+        n,
+        weight_bytes_per_param=wb,
+        act_bytes_per_elem=ab,
+        bandwidth_bytes_per_s=bw,
+        flops_per_s=fl,
+    )
+    expected = np.maximum((k * n * wb + m * (k + n) * ab) / bw, 2 * m * k * n / fl)
+    assert t.shape == (7, 3, 3)
+    np.testing.assert_allclose(t, expected, rtol=1e-13, atol=0)
+
+
+# --- efficiency terms, each against an independent derivation -------------------------------
+
+
+def test_padded_tokens_hand_examples() -> None:
+    m = [0, 1, 16, 17, 100, 128, 129, 300, 4096, 4097]
+    expected = [0, 16, 16, 32, 128, 128, 256, 384, 4096, 4224]
+    assert padded_tokens(m, 128).tolist() == expected
+
+
+def test_padded_tokens_with_tile_smaller_than_min_tile_is_plain_rounding() -> None:
+    assert padded_tokens([1, 5, 8, 9], 8).tolist() == [8, 8, 8, 16]
+
+
+def test_smooth_max_degenerate_exponents() -> None:
+    a = np.array([0.0, 1.0, 3.0, 2.0])
+    b = np.array([0.0, 2.0, 4.0, 0.0])
+    assert np.array_equal(smooth_max(a, b, math.inf), np.maximum(a, b))
+    np.testing.assert_allclose(smooth_max(a, b, 1.0), a + b, rtol=1e-15)
+    np.testing.assert_allclose(smooth_max(a, b, 2.0), np.hypot(a, b), rtol=1e-15)
+
+
+def test_smooth_max_large_values_do_not_overflow() -> None:
+    t = smooth_max(np.array([1e300]), np.array([1e300]), 4.0)
+    assert float(t[0]) == pytest.approx(1e300 * 2**0.25, rel=1e-12)
+
+
+def test_floor_and_bandwidth_fraction_shift_the_memory_term() -> None:
+    eff = GemmEfficiency(bandwidth=0.8, floor_s=4e-6)
+    t = gemm_time_s(1, 4096, 4096, **H100, eff=eff)
+    assert float(t) == pytest.approx(4e-6 + (4096 * 4096 * 2 + 8192 * 2) / (0.8 * 3.35e12))
+
+
+def test_tile_quantization_makes_the_compute_term_a_staircase() -> None:
+    # Pure compute (bandwidth huge): full tile quantization pays for whole 128-row tiles.
+    eff = GemmEfficiency(tile_fraction=1.0)
+    hw = _hw(bw=1e30, fl=1e12)
+    t = gemm_time_s(np.array([129.0, 200.0, 256.0, 257.0]), 1000, 1000, **hw, eff=eff)
+    per_row = 2 * 1000 * 1000 / 1e12
+    np.testing.assert_allclose(t, [256 * per_row] * 3 + [384 * per_row], rtol=1e-12)
+
+
+def test_half_tile_fraction_pays_half_of_the_padding() -> None:
+    eff = GemmEfficiency(tile_fraction=0.5, epilogue_k=24.0, flops=0.5)
+    hw = _hw(bw=1e30, fl=1e12)
+    t = gemm_time_s(129, 1000, 300, **hw, eff=eff)
+    m_eff = 129 + 0.5 * (256 - 129)
+    assert float(t) == pytest.approx(2 * m_eff * (1000 + 24) * 300 / 0.5e12, rel=1e-12)
+
+
+def test_overlap_exponent_one_adds_memory_and_compute() -> None:
+    eff = GemmEfficiency(overlap_p=1.0)
+    t = gemm_time_s(300, 4096, 4096, **H100, eff=eff)
+    t_mem = (4096 * 4096 * 2 + 300 * 8192 * 2) / 3.35e12
+    t_comp = 2 * 300 * 4096 * 4096 / 989e12
+    assert float(t) == pytest.approx(t_mem + t_comp, rel=1e-12)
+
+
+def test_degenerate_zero_tokens_is_the_weight_stream() -> None:
+    eff = GemmEfficiency(tile_fraction=1.0, overlap_p=2.0, floor_s=1e-6)
+    t = gemm_time_s(0, 4096, 4096, **H100, eff=eff)
+    assert float(t) == pytest.approx(1e-6 + 4096 * 4096 * 2 / 3.35e12, rel=1e-12)
+
+
+def test_degenerate_empty_weight_costs_only_the_floor() -> None:
+    eff = GemmEfficiency(floor_s=3e-6, overlap_p=2.0, tile_fraction=1.0)
+    t = gemm_time_s([1, 100], 0, 4096, **_hw(ab=0.0), eff=eff)
+    np.testing.assert_allclose(t, [3e-6, 3e-6], rtol=1e-12)
+    assert float(gemm_time_s(5, 0, 0, **H100)) == 0.0
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"bandwidth": 0.0},
+        {"bandwidth": float("nan")},
+        {"flops": -1.0},
+        {"floor_s": -1e-6},
+        {"floor_s": float("inf")},
+        {"overlap_p": 0.5},
+        {"overlap_p": float("nan")},
+        {"tile_fraction": 1.5},
+        {"tile_fraction": -0.1},
+        {"tile_rows": 0},
+        {"tile_rows": 1.5},
+        {"tile_rows": True},
+        {"epilogue_k": -5.0},
+    ],
+)
+def test_gemm_efficiency_rejects_bad_fields(fields: dict[str, float]) -> None:
+    with pytest.raises(SpecError, match="GemmEfficiency"):
+        GemmEfficiency(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("args", "hw", "name"),
+    [
+        ((-1, 10, 10), H100, "m"),
+        ((1, float("nan"), 10), H100, "k"),
+        ((1, 10, float("inf")), H100, "n"),
+        ((1, 10, 10), _hw(bw=0.0), "bandwidth_bytes_per_s"),
+        ((1, 10, 10), _hw(fl=-1.0), "flops_per_s"),
+        ((1, 10, 10), _hw(wb=0.0), "weight_bytes_per_param"),
+    ],
+)
+def test_gemm_time_rejects_bad_inputs(
+    args: tuple[float, float, float], hw: Hardware, name: str
+) -> None:
+    with pytest.raises(SpecError, match=name):
+        gemm_time_s(*args, **hw)
+
+
+def test_fit_rejects_unknown_or_repeated_parameter() -> None:
+    m = np.arange(1.0, 50.0)
+    t = gemm_time_s(m, 1024, 1024, **H100)
+    with pytest.raises(SpecError, match="'bogus' unknown; valid names: bandwidth"):
+        fit_gemm_efficiency(m, 1024, 1024, t, **H100, params=("bandwidth", "bogus"))
+    with pytest.raises(SpecError, match="twice"):
+        fit_gemm_efficiency(m, 1024, 1024, t, **H100, params=("flops", "flops"))
+
+
+def test_fit_rejects_non_positive_times_and_too_few_points() -> None:
+    with pytest.raises(SpecError, match="time_s"):
+        fit_gemm_efficiency([1, 2, 3], 64, 64, [1e-6, 0.0, 1e-6], **H100)
+    with pytest.raises(SpecError, match="cannot fit 6 parameters"):
+        fit_gemm_efficiency([1, 2], 64, 64, [1e-6, 1e-6], **H100)
+
+
+# --- fitting against synthetic data from an independent formula ---------------------------
+
+
+def _hand_gemm_time(m: float, k: float, n: float, truth: dict[str, float]) -> float:
+    """The model written out per point, independently of the library (A100 datasheet)."""
+    bw, fl = 2039e9 * truth["bandwidth"], 312e12 * truth["flops"]
+    t_mem = truth["floor_s"] + (2 * k * n + 2 * m * (k + n)) / bw
+    if m <= 128:
+        tile = 16
+        while tile < m:
+            tile *= 2
+        padded = min(tile, 128)
+    else:
+        padded = 128 * math.ceil(m / 128)
+    m_eff = m + truth["tile_fraction"] * (padded - m)
+    t_comp = 2 * m_eff * (k + truth["epilogue_k"]) * n / fl
+    p = truth["overlap_p"]
+    return float((t_mem**p + t_comp**p) ** (1 / p))
+
+
+def _synthetic_gemms(
+    truth: dict[str, float], rng: np.random.Generator, noise: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """~4,000 points like one model's table: 16 weight shards x a 258-point token grid."""
+    # Vidur's token grid: 1, 2, 4, 8..1016 step 8, 1024..2048 step 16, 2048..4096 step 32.
+    tokens = np.concatenate(
+        [[1, 2, 4], np.arange(8, 1024, 8), np.arange(1024, 2048, 16), np.arange(2048, 4097, 32)]
+    )
+    shards = [(4096 // tp, 4096) for tp in (1, 2, 4, 8)]  # attention output projections
+    shards += [(4096, 12288 // tp) for tp in (1, 2, 4, 8)]  # QKV
+    shards += [(11008 // tp, 4096) for tp in (1, 2, 4, 8)]  # MLP down
+    shards += [(4096, 22016 // tp) for tp in (1, 2, 4, 8)]  # MLP gate+up
+    m = np.repeat(tokens, len(shards))
+    k = np.tile([s[0] for s in shards], len(tokens))
+    n = np.tile([s[1] for s in shards], len(tokens))
+    t = np.array([_hand_gemm_time(*p, truth) for p in zip(m, k, n, strict=True)])
+    return m.astype(float), k.astype(float), n.astype(float), t * rng.lognormal(0.0, noise, t.size)
+
+
+A100 = _hw(bw=2039e9, fl=312e12)
+TRUTH = {
+    "bandwidth": 0.82,
+    "flops": 0.74,
+    "floor_s": 4e-6,
+    "overlap_p": 2.5,
+    "tile_fraction": 0.6,
+    "epilogue_k": 80.0,
+}
+
+
+def test_fit_recovers_known_parameters_from_noisy_synthetic_data() -> None:
+    m, k, n, t = _synthetic_gemms(TRUTH, np.random.default_rng(20240611), noise=0.02)
+    eff, diag = fit_gemm_efficiency(m, k, n, t, **A100)
+    assert diag.converged and diag.n_points == t.size >= 4000
+    assert eff.bandwidth == pytest.approx(TRUTH["bandwidth"], rel=0.01)
+    assert eff.flops == pytest.approx(TRUTH["flops"], rel=0.005)
+    assert eff.floor_s == pytest.approx(TRUTH["floor_s"], rel=0.05)
+    assert eff.overlap_p == pytest.approx(TRUTH["overlap_p"], rel=0.05)
+    assert eff.tile_fraction == pytest.approx(TRUTH["tile_fraction"], abs=0.02)
+    assert eff.epilogue_k == pytest.approx(TRUTH["epilogue_k"], rel=0.1)
+    # 2% lognormal noise: mean |e^x - 1| ~ 0.02 sqrt(2/pi) ~ 1.6%.
+    assert diag.mape == pytest.approx(0.016, abs=0.003)
+
+
+def test_fit_without_noise_reproduces_the_data() -> None:
+    m, k, n, t = _synthetic_gemms(TRUTH, np.random.default_rng(1), noise=0.0)
+    eff, diag = fit_gemm_efficiency(m, k, n, t, **A100)
+    assert diag.max_abs_log_error < 1e-4
+    np.testing.assert_allclose(gemm_time_s(m, k, n, **A100, eff=eff), t, rtol=1e-4)
+
+
+def test_fit_is_deterministic_and_fast() -> None:
+    m, k, n, t = _synthetic_gemms(TRUTH, np.random.default_rng(7), noise=0.05)
+    start = time.perf_counter()
+    first = fit_gemm_efficiency(m, k, n, t, **A100)
+    elapsed = time.perf_counter() - start
+    assert first == fit_gemm_efficiency(m, k, n, t, **A100)
+    assert elapsed < 2.0
+
+
+def test_fit_of_a_subset_keeps_the_other_fields_from_base() -> None:
+    base = GemmEfficiency(overlap_p=2.5, tile_fraction=0.6, epilogue_k=80.0, tile_rows=128)
+    m, k, n, t = _synthetic_gemms(TRUTH, np.random.default_rng(3), noise=0.0)
+    eff, diag = fit_gemm_efficiency(
+        m, k, n, t, **A100, params=("bandwidth", "flops", "floor_s"), base=base
+    )
+    assert diag.params == ("bandwidth", "flops", "floor_s")
+    assert (eff.overlap_p, eff.tile_fraction, eff.epilogue_k) == (2.5, 0.6, 80.0)
+    assert eff.flops == pytest.approx(0.74, rel=1e-4)
+    assert set(GEMM_FIT_PARAMS) == {
+        "bandwidth",
+        "flops",
+        "floor_s",
+        "overlap_p",
+        "tile_fraction",
+        "epilogue_k",
+    }
+
+
+# --- attention ------------------------------------------------------------------------------
+
+# Llama-2/3-70B attention at TP 2 (Vidur's table): 32 query / 4 KV heads per GPU, dim 128.
+
+
+class AttentionHardware(TypedDict):
+    """Keyword arguments of attention_time_s that describe the shape and the GPU."""
+
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    kv_bytes_per_elem: float
+    act_bytes_per_elem: float
+    bandwidth_bytes_per_s: float
+    flops_per_s: float
+
+
+def _attn(kv_heads: int = 4) -> AttentionHardware:
+    """Llama-70B attention at TP 2 on an A100 (fp16)."""
+    return AttentionHardware(
+        q_heads=32,
+        kv_heads=kv_heads,
+        head_dim=128,
+        kv_bytes_per_elem=2.0,
+        act_bytes_per_elem=2.0,
+        bandwidth_bytes_per_s=2039e9,
+        flops_per_s=312e12,
+    )
+
+
+ATTN = _attn()
+
+
+def test_attention_ideal_decode_is_the_kv_stream() -> None:
+    # One sequence, 4032 cached tokens: (4032 + 1) * 2 * 4 * 128 * 2 B of K/V
+    # + 2 * 32 * 128 * 2 B of Q and O = 8,275,968 B; / 2039e9 = 4.059 us.
+    t = attention_time_s(1, 1, 4032, **ATTN)
+    assert float(t) == pytest.approx(8_275_968 / 2039e9, rel=1e-12)
+
+
+def test_attention_ideal_prefill_is_the_flops() -> None:
+    # 1024 new tokens after 2048 cached: 4 * 1024 * (2048 + 1025/2) * 32 * 128 flop
+    # = 42,958,061,568 flop; / 312e12 = 137.69 us.
+    t = attention_time_s(1, 1024, 2048, **ATTN)
+    assert float(t) == pytest.approx(42_958_061_568 / 312e12, rel=1e-12)
+
+
+def test_attention_fit_recovers_decode_and_prefill_parameters() -> None:
+    rng = np.random.default_rng(11)
+    batch, kv = (a.ravel() for a in np.meshgrid(np.arange(1.0, 129.0), np.arange(32.0, 4033, 64)))
+    bytes_ = batch * ((kv + 1) * 2 * 4 * 128 * 2 + 2 * 32 * 128 * 2)
+    t = (15e-6 + bytes_ / (0.8 * 2039e9)) * rng.lognormal(0.0, 0.02, batch.size)
+    eff, _ = fit_attention_efficiency(batch, 1, kv, t, **ATTN, params=DECODE_FIT_PARAMS)
+    assert eff.floor_s == pytest.approx(15e-6, rel=0.05)
+    assert eff.bandwidth == pytest.approx(0.8, rel=0.02)
+    chunk, kv = (
+        a.ravel() for a in np.meshgrid(np.arange(64.0, 4097, 64), np.arange(0.0, 4033, 64))
+    )
+    ctx_flops = 4 * chunk * kv * 32 * 128
+    causal_flops = 4 * chunk * (chunk + 1) / 2 * 32 * 128
+    t = 25e-6 + ctx_flops / (0.45 * 312e12) + causal_flops / (0.18 * 312e12)
+    eff, diag = fit_attention_efficiency(1, chunk, kv, t, **ATTN, params=PREFILL_FIT_PARAMS)
+    assert (eff.floor_s, eff.flops, eff.causal_flops) == pytest.approx((25e-6, 0.45, 0.18))
+    assert eff.bandwidth == 1.0 and diag.params == PREFILL_FIT_PARAMS
+
+
+def test_attention_rejects_bad_inputs() -> None:
+    with pytest.raises(SpecError, match="AttentionEfficiency.bandwidth"):
+        AttentionEfficiency(bandwidth=0.0)
+    with pytest.raises(SpecError, match="kv_len"):
+        attention_time_s(1, 1, -5, **ATTN)
+    with pytest.raises(SpecError, match="kv_heads"):
+        attention_time_s(1, 1, 5, **_attn(kv_heads=0))
+    with pytest.raises(SpecError, match="unknown"):
+        fit_attention_efficiency(1, 1, [1, 2], [1e-5, 1e-5], **ATTN, params=("overlap_p",))
