@@ -232,3 +232,23 @@ def geometric_profile(alpha: float, num_ranks: int, source: str) -> AcceptancePr
         raise SpecError(f"{source}: alpha must be finite, got {alpha}")
     ranks = rank_acceptance_geometric(alpha, num_ranks)
     return AcceptanceProfile(position_alphas=(alpha,), rank_acceptance=tuple(ranks), source=source)
+
+
+def alpha_from_tau(tau: npt.ArrayLike, gamma: npt.ArrayLike) -> FloatArray:
+    """The constant alpha whose chain of gamma tokens yields `tau` tokens per round.
+
+    Inverts tau = (1 - alpha^(gamma+1)) / (1 - alpha), which rises monotonically from 1 at
+    alpha = 0 to gamma + 1 at alpha = 1, by bisection (vectorized). Used to turn a published
+    mean acceptance length into a per-position acceptance.
+    """
+    t = np.asarray(tau, dtype=np.float64)
+    g = np.asarray(gamma)
+    integer = np.issubdtype(g.dtype, np.integer)
+    if not integer or np.any(g < 1) or np.any(t < 1) or np.any(t > g + 1):
+        raise SpecError(f"tau must be in [1, gamma + 1] with gamma >= 1, got tau={t}, gamma={g}")
+    lo, hi = np.zeros(np.broadcast(t, g).shape), np.ones(np.broadcast(t, g).shape)
+    for _ in range(60):  # 2^-60: far below any published precision
+        mid = 0.5 * (lo + hi)
+        below = tau_constant(mid, g) < t
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return np.asarray(0.5 * (lo + hi), dtype=np.float64)

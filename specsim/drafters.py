@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specsim.acceptance import AcceptanceProfile
 from specsim.errors import SpecError
 from specsim.loading import Fields, read_spec_file, resolve_path
 from specsim.memory import CacheLayout, CacheSegment, attention_layer_kv_bytes_per_token, kv_layout
 from specsim.models import BYTES_PER_PARAM, Model, load_model
 from specsim.params import weight_bytes as model_weight_bytes
+from specsim.workloads import acceptance_profile
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +88,7 @@ class Drafter:
     attention_window: int = 0
     model: Model | None = None
     weight_dtype: str = "bf16"
-    default_alpha: tuple[float, ...] = ()
+    acceptance: AcceptanceProfile | None = None
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
 
@@ -178,7 +180,7 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
     small = load_model(f.string("model")) if f.has("model") else None
     base = small or tgt
     hidden = f.integer("hidden_size", base.hidden_size, minimum=1)
-    alpha = f.value("acceptance")
+    block = f.sub("acceptance", required=False)
     return Drafter(
         slug=slug, name=f.string("name"), family=fam_name, target=tgt,
         layers=f.integer("layers", base.num_layers if small else 1, minimum=0),
@@ -197,16 +199,6 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
         medusa_heads=f.integer("medusa_heads", 0),
         attention_window=f.integer("attention_window", 0),
         model=small, weight_dtype=f.string("weight_dtype", "bf16"),
-        default_alpha=_alphas(f, alpha), sources=sources, path=path,
+        acceptance=acceptance_profile(block, path) if block else None,
+        sources=sources, path=path,
     )
-
-
-def _alphas(f: Fields, value: object) -> tuple[float, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, dict) or not isinstance(value.get("alpha"), list):
-        raise f.error("acceptance", "must be a mapping with a list 'alpha' and a 'source'")
-    alphas = value["alpha"]
-    if not all(isinstance(a, int | float) and 0 <= a <= 1 for a in alphas):
-        raise f.error("acceptance.alpha", f"must be numbers in [0, 1], got {alphas!r}")
-    return tuple(float(a) for a in alphas)
