@@ -1,0 +1,56 @@
+"""Benchmark: `recommend` for 9 batch sizes and trees up to 1,024 nodes for 5 drafters, and a
+best-first tree of 1,024 nodes.
+
+Targets: all five recommendations under 0.2 s of compute together; the tree under 10 ms.
+Prints medians over repeats (the figure to quote on a shared machine).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from specsim.acceptance import rank_acceptance_geometric
+from specsim.drafters import load_drafter
+from specsim.hardware import load_hardware
+from specsim.recommend import recommend
+from specsim.speedup import Setup
+from specsim.trees import best_first_tree
+from specsim.workloads import constant_profile
+
+REPEATS = 7
+BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+DRAFTERS = ["dflash-qwen3-8b", "eagle3-llama-3.1-8b", "qwen3-0.6b-for-qwen3-8b",
+            "mtp-deepseek-v3", "medusa-vicuna-7b"]
+
+
+def median_s(fn: Callable[[], object]) -> float:
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    hw = load_hardware("h100-sxm")
+    profile = constant_profile(0.8)
+    total = 0.0
+    print(f"recommend, {len(BATCHES)} batch sizes, trees up to 1,024 nodes, H100 SXM, alpha 0.8")
+    for slug in DRAFTERS:
+        drafter = load_drafter(slug)
+        tp = 8 if drafter.target.slug == "deepseek-v3" else 1
+        setup = Setup(target=drafter.target, hardware=hw, drafter=drafter, context=2048, tp=tp)
+        t = median_s(lambda s=setup: recommend(s, profile, BATCHES, max_nodes=1024))
+        total += t
+        print(f"  {slug:28s} {t * 1e3:7.1f} ms")
+    print(f"  all five: {total * 1e3:.1f} ms (target < 200 ms)")
+    ranks = rank_acceptance_geometric(0.8, 1024)
+    t = median_s(lambda: best_first_tree(ranks, 1024))
+    print(f"best-first tree of 1,024 nodes: {t * 1e3:.2f} ms (target < 10 ms)")
+
+
+if __name__ == "__main__":
+    main()

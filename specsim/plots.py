@@ -1,0 +1,51 @@
+"""Figures (matplotlib, headless): the edge where results become pictures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from specsim.errors import SpecError
+from specsim.speedup import SpeedupTable
+
+
+def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:
+    """Speedup versus drafted nodes per request, one curve per batch size, best marked.
+
+    The article's tree figure: each curve rises while verification stays memory-bound and
+    falls once B (N + 1) passes the knee of T(n); a dot marks the best N for each batch size.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    nodes = table.candidates.nodes
+    best = table.best("speedup")
+    for i, b in enumerate(table.batch):
+        # For each N keep the best candidate (depth caps give several per N).
+        speedup = table.speedup[i]
+        n_unique = np.unique(nodes)
+        curve = np.array([speedup[nodes == n].max() for n in n_unique])
+        (line,) = ax.plot(np.maximum(n_unique, 0.8), curve, lw=1.6, label=f"B = {int(b)}")
+        k = best[i]
+        ax.plot(max(nodes[k], 0.8), speedup[k], "o", color=line.get_color(), ms=7)
+        ax.annotate(f"{int(nodes[k])}", (max(nodes[k], 0.8), speedup[k]),
+                    textcoords="offset points", xytext=(4, 6), fontsize=8,
+                    color=line.get_color())
+    ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("drafted nodes per request N (N = 0 plotted at 0.8)")
+    ax.set_ylabel("speedup over plain decoding")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot write the plot ({err.strerror})") from None
+    finally:
+        plt.close(fig)

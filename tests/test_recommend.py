@@ -1,0 +1,77 @@
+"""The optimizer's output as an engine reads it: vLLM's --speculative-config and SGLang's
+flags, and the memory limit."""
+
+from __future__ import annotations
+
+import pytest
+
+from specsim.drafters import load_drafter
+from specsim.hardware import load_hardware
+from specsim.recommend import Choice, Recommendation, recommend, vllm_flag
+from specsim.speedup import Setup
+from specsim.workloads import constant_profile
+
+H100 = load_hardware("h100-sxm")
+
+
+def _choice(batch: int, nodes: int, depth: int, width: int) -> Choice:
+    return Choice(batch=batch, shape="chain" if width <= 1 else "tree", nodes=nodes,
+                  depth=depth, max_width=width, tau=2.0, round_s=0.01, speedup=1.5,
+                  tokens_per_s_per_user=200.0, throughput=200.0 * batch, fits=True)
+
+
+def test_sglang_triple_for_a_chain_and_a_tree() -> None:
+    # A chain: topk 1, draft tokens = steps + 1 (the root is the last verified token).
+    assert _choice(1, 5, 5, 1).sglang_flags == (
+        "--speculative-num-steps 5 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6")
+    assert _choice(1, 39, 12, 3).sglang_flags == (
+        "--speculative-num-steps 12 --speculative-eagle-topk 3 "
+        "--speculative-num-draft-tokens 40")
+    assert _choice(1, 0, 0, 0).sglang_flags == "(no speculation)"
+
+
+def test_vllm_schedule_merges_equal_ranges() -> None:
+    chains = [_choice(1, 7, 7, 1), _choice(8, 7, 7, 1), _choice(32, 4, 4, 1),
+              _choice(128, 2, 2, 1)]
+    rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
+    config = rec.vllm_config(load_drafter("eagle3-llama-3.1-8b"))
+    assert config == {"method": "eagle3", "num_speculative_tokens": 7,
+                      "num_speculative_tokens_per_batch_size": [[1, 8, 7], [9, 32, 4],
+                                                                [33, 128, 2]]}
+    assert vllm_flag(config).startswith("--speculative-config '{\"method\":\"eagle3\"")
+
+
+def test_vllm_config_without_schedule_when_load_does_not_matter() -> None:
+    chains = [_choice(1, 3, 3, 1), _choice(64, 3, 3, 1)]
+    rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
+    assert rec.vllm_config(load_drafter("dflash-qwen3-8b")) == {
+        "method": "dflash", "num_speculative_tokens": 3}
+    assert rec.vllm_config(load_drafter("hspec-qwen3-8b")) is None  # no vLLM method
+
+
+def test_p_eagle_turns_on_parallel_drafting() -> None:
+    chains = [_choice(1, 8, 8, 1)]
+    rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
+    assert rec.vllm_config(load_drafter("p-eagle-gpt-oss-120b")) == {
+        "method": "eagle3", "num_speculative_tokens": 8, "parallel_drafting": True}
+
+
+def test_recommendation_shrinks_with_load_and_respects_draft_limits() -> None:
+    drafter = load_drafter("dflash-qwen3-8b")
+    setup = Setup(target=drafter.target, hardware=H100, drafter=drafter, context=1024)
+    rec = recommend(setup, constant_profile(0.8), [1, 8, 32, 128], max_nodes=64)
+    nodes = [c.nodes for c in rec.best]
+    assert nodes == sorted(nodes, reverse=True) and nodes[0] > nodes[-1]
+    assert all(c.depth <= 15 for c in rec.best)  # a block of 16 drafts at most 15 deep
+    assert all(c.nodes <= 15 for c in rec.best_chain)
+
+
+def test_throughput_objective_never_loses_throughput() -> None:
+    drafter = load_drafter("eagle3-llama-3.1-8b")
+    setup = Setup(target=drafter.target, hardware=H100, drafter=drafter, context=1024)
+    by_speed = recommend(setup, constant_profile(0.7), [64], max_nodes=32)
+    by_tput = recommend(setup, constant_profile(0.7), [64], max_nodes=32,
+                        objective="throughput")
+    assert by_tput.best[0].throughput >= by_speed.best[0].throughput - 1e-9
+    best = by_tput.best[0]
+    assert best.throughput == pytest.approx(64 * best.tau / best.round_s)
