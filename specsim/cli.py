@@ -82,7 +82,7 @@ def hardware_list(as_json: JsonOpt = False) -> None:
             "hbm_TB_per_s": hw.hbm_bandwidth_bytes_per_s / 1e12,
             "bf16_TFLOPS": hw.flops_per_s("bf16") / 1e12, "ops_per_byte": hw.ops_per_byte,
             "calibrated": hw.is_calibrated})
-    _emit(rows, as_json)
+    emit(rows, as_json)
 
 
 @hardware_app.command("show")
@@ -94,7 +94,7 @@ def hardware_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
 
     rows = hardware_rows(load_hardware(name))
     if as_json:
-        echo(_json(rows))
+        echo(to_json(rows))
         return
     from specsim.render import key_values
 
@@ -111,7 +111,7 @@ def models_list(as_json: JsonOpt = False) -> None:
     from specsim.models import load_model
     from specsim.rows import model_summary
 
-    _emit([model_summary(load_model(slug)) for slug in builtin_names("models")], as_json)
+    emit([model_summary(load_model(slug)) for slug in builtin_names("models")], as_json)
 
 
 @models_app.command("show")
@@ -123,7 +123,7 @@ def models_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")],
 
     rows = model_rows(load_model(name))
     if as_json:
-        echo(_json(rows))
+        echo(to_json(rows))
         return
     from specsim.render import key_values
 
@@ -198,7 +198,7 @@ def roofline(
     else:
         rows = roofline_rows(*args, n, context=context, queries=queries, tp=tp,
                              precision=precision)
-    _emit(rows, as_json)
+    emit(rows, as_json)
 
 
 # ----------------------------------------------------------------------------- memory
@@ -226,9 +226,9 @@ def memory(
     rows, max_requests = memory_rows(hw, target, parse_ints(requests, "--requests"), context,
                                      drafter=draft, tp=tp, memory_fraction=memory_fraction)
     if as_json:
-        echo(_json(rows))
+        echo(to_json(rows))
         return
-    echo(_table(rows))
+    echo(to_table(rows))
     echo(f"\nmax concurrent requests at {context:,} tokens: {max_requests} "
          f"({memory_fraction:.0%} of {hw.hbm_capacity_bytes / 1e9:g} GB, TP {tp})")
 
@@ -249,20 +249,24 @@ def _load_drafter(name: str, target: Any) -> Any:
     return load_drafter(name, target=target)
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
-    from specsim.render import table
+def to_table(rows: list[dict[str, Any]]) -> str:
+    from specsim import render
 
-    return table(rows)
-
-
-def _json(rows: Any) -> str:
-    from specsim.render import to_json
-
-    return to_json(rows)
+    return render.table(rows)
 
 
-def _emit(rows: list[dict[str, Any]], as_json: bool) -> None:
-    echo(_json(rows) if as_json else _table(rows))
+def to_json(rows: Any) -> str:
+    from specsim import render
+
+    return render.to_json(rows)
+
+
+def emit(rows: list[dict[str, Any]], as_json: bool) -> None:
+    echo(to_json(rows) if as_json else to_table(rows))
+
+
+# Commands of the other families register themselves on `app` when imported.
+from specsim import cli_speculation  # noqa: E402, F401
 
 
 def main() -> None:

@@ -1,0 +1,91 @@
+"""The speculation commands as a user runs them: drafters, speedup (with the figure),
+recommend on built-in defaults, and acceptance fit from vLLM's counters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_cli import ok, run
+
+METRICS = """\
+vllm:spec_decode_num_drafts_total{engine="0"} 200
+vllm:spec_decode_num_draft_tokens_total{engine="0"} 600
+vllm:spec_decode_num_accepted_tokens_total{engine="0"} 300
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 160
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 100
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="2"} 40
+"""
+
+
+def test_drafters_list_and_show() -> None:
+    rows = json.loads(ok("drafters", "list", "--json"))
+    families = {r["family"] for r in rows}
+    assert {"small_llm", "eagle", "eagle3", "mtp", "medusa", "p_eagle", "dflash", "dspark",
+            "dedit", "hspec"} <= families
+    assert "fused_target_layers" in ok("drafters", "show", "dflash-qwen3-8b")
+
+
+def test_recommend_on_defaults() -> None:
+    out = ok("recommend")
+    assert "--speculative-config" in out and "--speculative-num-steps" in out
+    data = json.loads(ok("recommend", "--batch", "1,64", "--json"))
+    assert [r["batch"] for r in data["rows"]] == [1, 64]
+    assert data["vllm_speculative_config"]["method"] == "dflash"
+    assert set(data["rows"][0]) >= {"batch", "shape", "nodes", "depth", "tau", "speedup",
+                                    "tokens_per_s_per_user", "throughput", "engine_flags"}
+
+
+def test_speedup_table_and_plot(tmp_path: Path) -> None:
+    png = tmp_path / "speedup.png"
+    rows = json.loads(ok("speedup", "--model", "llama-3.1-8b", "--alpha", "0.8",
+                         "--draft-cost", "0.05", "--context", "0", "--batch", "8",
+                         "--nodes", "0,8,36", "--plot", str(png), "--json"))
+    assert [r["nodes"] for r in rows] == [0, 8, 36]
+    assert rows[0]["speedup"] == pytest.approx(1.0)
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_acceptance_fit_writes_a_workload(tmp_path: Path) -> None:
+    """Counters are unconditional: alpha_1 = 160 / 200, alpha_2 = 100 / 160, alpha_3 = 40 / 100."""
+    metrics = tmp_path / "metrics.txt"
+    metrics.write_text(METRICS)
+    out = tmp_path / "mine.yaml"
+    result = run("acceptance", "fit", str(metrics), "--out", str(out), "--context", "1000")
+    assert result.returncode == 0, result.stderr
+    data = yaml.safe_load(out.read_text())
+    assert data["acceptance"]["alpha"] == pytest.approx([0.8, 0.625, 0.4])
+    assert data["context"] == 1000
+    again = run("acceptance", "fit", str(metrics), "--out", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr
+    rows = json.loads(ok("recommend", "--workload", str(out), "--batch", "1", "--json"))
+    assert "metrics.txt" in rows["acceptance_source"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["recommend", "--alpha", "1.5"], "option --alpha: must be in [0, 1]"),
+    (["recommend", "--alpha", "0.8", "--workload", "chat-dflash-qwen3-8b"],
+     "give --alpha or --workload, not both"),
+    (["recommend", "--drafter", "eagle3-llama-3.1-8b"], "no acceptance"),
+    (["recommend", "--shape", "ring"], "option --shape"),
+    (["speedup", "--shape", "ring", "--alpha", "0.5", "--draft-cost", "0.1"],
+     "shape 'ring' is not one of"),
+    (["speedup", "--alpha", "0.5"], "give a drafter or a relative draft cost"),
+    (["recommend", "--workload", "nope"], "unknown scenarios 'nope'"),
+    (["acceptance", "fit", "missing.txt", "--out", "x.yaml"], "missing.txt: cannot read"),
+])
+def test_bad_speculation_input(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_acceptance_fit_rejects_inconsistent_counters(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text(METRICS.replace('position="1"} 100', 'position="1"} 180'))
+    result = run("acceptance", "fit", str(bad), "--out", str(tmp_path / "w.yaml"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert not (tmp_path / "w.yaml").exists()
