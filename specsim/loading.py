@@ -8,7 +8,6 @@ mapping plus a `sources` table that maps each number's dotted path to its source
 
 from __future__ import annotations
 
-import importlib.resources
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +18,8 @@ import yaml
 from specsim.errors import SpecError
 
 KINDS = ("hardware", "models", "drafters", "scenarios")
-_PACKAGES = {
-    "hardware": ("specsim._builtin.hardware", ""),
-    "models": ("specsim._builtin.workloads", "models"),
-    "drafters": ("specsim._builtin.workloads", "drafters"),
-    "scenarios": ("specsim._builtin.workloads", "scenarios"),
-}
-_REPO_DIRS = {
+# Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
+_FOLDERS = {
     "hardware": "hardware",
     "models": "workloads/models",
     "drafters": "workloads/drafters",
@@ -43,16 +37,14 @@ class SpecFile:
 
 
 def builtin_dir(kind: str) -> Path:
-    """Folder holding the built-in YAML of one kind (installed package data, else the checkout)."""
-    package, sub = _PACKAGES[kind]
-    try:
-        root = importlib.resources.files(package)
-        candidate = Path(str(root)) / sub
-        if candidate.is_dir():
-            return candidate
-    except ModuleNotFoundError:
-        pass
-    return Path(__file__).resolve().parent.parent / _REPO_DIRS[kind]
+    """Folder holding the built-in YAML of one kind.
+
+    An installed wheel carries it as package data under specsim/_builtin/; a checkout (or an
+    editable install) has it at the top of the repository.
+    """
+    here = Path(__file__).resolve().parent
+    installed = here / "_builtin" / _FOLDERS[kind]
+    return installed if installed.is_dir() else here.parent / _FOLDERS[kind]
 
 
 def builtin_names(kind: str) -> list[str]:
