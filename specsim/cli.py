@@ -266,7 +266,7 @@ def emit(rows: list[dict[str, Any]], as_json: bool) -> None:
 
 
 # Commands of the other families register themselves on `app` when imported.
-from specsim import cli_speculation  # noqa: E402, F401
+from specsim import cli_calibration, cli_speculation  # noqa: E402, F401
 
 
 def main() -> None:

@@ -48,13 +48,21 @@ class Efficiency:
     """Calibrated factors per op class; the defaults are the ideal datasheet roofline.
 
     gemm: weight GEMMs; attention: attention kernels; memory: elementwise, sampling and state
-    traffic; pass_overhead_s: fixed time per forward pass (launches, scheduling), seconds.
+    traffic; pass_overhead_s: fixed time per forward pass (launches, scheduling), seconds;
+    tree_attention_slowdown: time of tree-masked over causal attention of the same shape (trees
+    fall off the fast causal kernels), 1.0 = no penalty.
     """
 
     gemm: GemmEfficiency = field(default_factory=GemmEfficiency)
     attention: OpEfficiency = field(default_factory=OpEfficiency)
     memory: OpEfficiency = field(default_factory=OpEfficiency)
     pass_overhead_s: float = 0.0
+    tree_attention_slowdown: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.tree_attention_slowdown >= 1.0 / 1.5:
+            raise SpecError("field 'tree_attention_slowdown' must be >= 0.67, got "
+                            f"{self.tree_attention_slowdown!r}")
 
     @property
     def is_ideal(self) -> bool:
@@ -108,7 +116,8 @@ class Hardware:
 def load_hardware(name: str) -> Hardware:
     """Load a built-in profile by slug (e.g. `h100-sxm`) or a YAML file by path."""
     path = resolve_path("hardware", name)
-    return hardware_from_file(read_spec_file(path), slug=path.stem)
+    slug = f"calibrated/{path.stem}" if path.parent.name == "calibrated" else path.stem
+    return hardware_from_file(read_spec_file(path), slug=slug)
 
 
 def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
@@ -159,6 +168,7 @@ def _efficiency(f: Fields | None) -> Efficiency:
         attention=_dataclass_from(OpEfficiency, f.sub("attention", required=False)),
         memory=_dataclass_from(OpEfficiency, f.sub("memory", required=False)),
         pass_overhead_s=f.number("pass_overhead_s", 0.0, minimum=0.0),
+        tree_attention_slowdown=f.number("tree_attention_slowdown", 1.0, positive=True),
     )
 
 
@@ -195,5 +205,6 @@ def efficiency_to_yaml(eff: Efficiency, source: str) -> dict[str, Any]:
         name: dataclasses.asdict(getattr(eff, name)) for name in ("gemm", "attention", "memory")
     }
     block["pass_overhead_s"] = eff.pass_overhead_s
+    block["tree_attention_slowdown"] = eff.tree_attention_slowdown
     block["source"] = source
     return block

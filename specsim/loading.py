@@ -48,9 +48,14 @@ def builtin_dir(kind: str) -> Path:
 
 
 def builtin_names(kind: str) -> list[str]:
-    """Sorted slugs of the built-in specs of one kind."""
+    """Sorted slugs of the built-in specs of one kind (calibrated GPU profiles as
+    `calibrated/<name>`)."""
     folder = builtin_dir(kind)
-    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    names = [p.stem for p in folder.glob("*.yaml")]
+    names += [f"calibrated/{p.stem}" for p in folder.glob("calibrated/*.yaml")]
+    return sorted(names)
 
 
 def resolve_path(kind: str, name: str) -> Path:

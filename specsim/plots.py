@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from specsim.errors import SpecError
 from specsim.speedup import SpeedupTable
@@ -42,6 +43,52 @@ def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot write the plot ({err.strerror})") from None
+    finally:
+        plt.close(fig)
+
+
+def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_models: int = 3
+                       ) -> None:
+    """Summed GEMM time per layer versus tokens: measured, datasheet roofline, calibrated.
+
+    One panel per model (held-out models first), smallest TP degree; log-log axes so the flat
+    memory-bound part, the knee and the compute-bound slope are all visible.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from specsim.calibrate import layer_sums
+
+    sums = layer_sums(points)
+    if sums.empty:
+        raise SpecError("no GEMM points to plot")
+    order = sums.groupby("model")["split"].first().sort_values(ascending=True)  # holdout first
+    models = list(order.index[:max_models])
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.8), dpi=120,
+                             squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        rows = sums[sums["model"] == model]
+        rows = rows[rows["tp"] == rows["tp"].min()].sort_values("m")
+        m = rows["m"].to_numpy(float)
+        ax.plot(m, rows["time_s"] * 1e3, ".", ms=3, color="0.2", label="measured")
+        ax.plot(m, rows["datasheet_s"] * 1e3, "--", color="tab:red", label="datasheet roofline")
+        ax.plot(m, rows["predicted_s"] * 1e3, "-", color="tab:blue", label="calibrated")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        split = rows["split"].iloc[0]
+        ax.set_title(f"{model} (TP {int(rows['tp'].iloc[0])}, {split})", fontsize=8)
+        ax.set_xlabel("tokens in the pass n")
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0][0].set_ylabel("weight-GEMM time per layer (ms)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     try:
         fig.savefig(path)

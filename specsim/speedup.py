@@ -190,11 +190,17 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
                          precision=setup.precision).time_s
     # Verification depends on (B, N) only: time each distinct N once, then gather.
     nodes, index = np.unique(candidates.nodes, return_inverse=True)
-    verify_unique = pass_cost(
+    cost = pass_cost(
         t, setup.hardware,
         uniform_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), setup.context),
-        tp=setup.tp, precision=setup.precision).time_s.reshape(b.size, nodes.size)
-    verify = verify_unique[:, index.ravel()]
+        tp=setup.tp, precision=setup.precision)
+    verify = cost.time_s.reshape(b.size, nodes.size)[:, index.ravel()]
+    slowdown = setup.hardware.efficiency.tree_attention_slowdown
+    if slowdown != 1.0:  # tree masks fall off the fast causal attention kernels
+        attention = sum(v for k, v in cost.by_op().items() if k.endswith("attention"))
+        is_tree = candidates.max_width > 1
+        extra = (slowdown - 1.0) * np.asarray(attention).reshape(b.size, nodes.size)
+        verify = verify + extra[:, index.ravel()] * is_tree
     if setup.draft_cost is not None:
         if setup.drafter is not None:
             passes = draft_passes(setup.drafter, grid_d)

@@ -173,6 +173,35 @@ def _mla_projections(b: _Builder, layers: int) -> None:
     b.gemm("o_proj", layers, heads * mla.v_head_dim, m.hidden_size)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionWork:
+    """Bytes and flops of one attention layer over a pass, (S,) each."""
+
+    activation_bytes: FloatArray
+    kv_read_bytes: FloatArray
+    kv_write_bytes: FloatArray
+    flops: FloatArray
+
+
+def attention_work(shape: PassShape, *, heads: float | FloatArray,
+                   kv_bytes_per_token: float | FloatArray, qk_dim: float | FloatArray,
+                   v_dim: float | FloatArray, act_bytes: float, window: float = np.inf
+                   ) -> AttentionWork:
+    """One attention layer: Q in and O out, the cache read once, the new K/V written.
+
+    heads: query heads on this GPU; kv_bytes_per_token: K and V (or MLA's latent) cached per
+    token on this GPU; qk_dim, v_dim: per-head widths of Q K^T and P V; window: the most
+    cached tokens a request's queries see.
+    """
+    n = shape.tokens
+    return AttentionWork(
+        activation_bytes=n * heads * (qk_dim + v_dim) * act_bytes,
+        kv_read_bytes=shape.cached_tokens(window) * kv_bytes_per_token,
+        kv_write_bytes=n * kv_bytes_per_token,
+        # 2 flops per multiply-add: Q K^T over qk_dim, then P V over v_dim, per head
+        flops=2.0 * shape.attention_pairs(window) * heads * (qk_dim + v_dim))
+
+
 def _attention_kernels(b: _Builder) -> None:
     """Attention over the KV cache, one op per attention kind (full and sliding window)."""
     m, tp, s = b.model, b.tp, b.shape
@@ -186,15 +215,13 @@ def _attention_kernels(b: _Builder) -> None:
         qk_dim = v_dim = m.head_dim
     counts = m.layer_counts
     for kind, window in (("full_attention", np.inf), ("sliding_attention", m.sliding_window)):
-        pairs = s.attention_pairs(window)
-        b.other(
-            "attention" if kind == "full_attention" else "sliding_attention", "attention",
-            counts[kind],
-            activation=b.n * heads * (qk_dim + v_dim) * b.ab,
-            kv_read=s.cached_tokens(window) * kv_per_token,
-            kv_write=b.n * kv_per_token,
-            # 2 flops per multiply-add: Q K^T over qk_dim, then P V over v_dim, per head
-            flops=2.0 * pairs * heads * (qk_dim + v_dim))
+        if not counts[kind]:
+            continue
+        w = attention_work(s, heads=heads, kv_bytes_per_token=kv_per_token, qk_dim=qk_dim,
+                           v_dim=v_dim, act_bytes=b.ab, window=window)
+        b.other("attention" if kind == "full_attention" else "sliding_attention", "attention",
+                counts[kind], activation=w.activation_bytes, kv_read=w.kv_read_bytes,
+                kv_write=w.kv_write_bytes, flops=w.flops)
 
 
 def _linear_attention(b: _Builder, layers: int) -> None:
@@ -261,6 +288,11 @@ _SAMPLING_PASSES = 3
 _FP32_BYTES = 4.0
 
 
+def sampling_bytes(rows: FloatArray, vocab_size: float | FloatArray) -> FloatArray:
+    """Bytes the sampler moves for `rows` positions over a vocabulary of `vocab_size`."""
+    return np.asarray(_SAMPLING_PASSES * rows * vocab_size * _FP32_BYTES)
+
+
 def _outside_layers(b: _Builder) -> None:
     """Embedding lookup, LM head on the positions that need logits, and sampling."""
     m = b.model
@@ -270,5 +302,4 @@ def _outside_layers(b: _Builder) -> None:
     b.gemm("lm_head", 1, d, m.vocab_size / b.tp, m=logits_m)
     if b.tp > 1:
         b.other("logits_gather", "communication", 1, activation=logits_m * m.vocab_size * b.ab)
-    b.other("sampling", "memory", 1,
-            activation=_SAMPLING_PASSES * logits_m * m.vocab_size * _FP32_BYTES)
+    b.other("sampling", "memory", 1, activation=sampling_bytes(logits_m, m.vocab_size))

@@ -43,10 +43,10 @@ def test_installed_copy_finds_its_specs(wheel: Path, tmp_path: Path) -> None:
         "import specsim, specsim.loading as l\n"
         "from specsim.hardware import load_hardware\n"
         "from specsim.drafters import load_drafter\n"
-        "assert specsim.__file__.startswith(%r), specsim.__file__\n"
+        f"assert specsim.__file__.startswith({str(site)!r}), specsim.__file__\n"
         "assert len(l.builtin_names('hardware')) >= 12\n"
         "print(load_hardware('h100-sxm').name, load_drafter('dflash-qwen3-8b').target.slug)\n"
-    ) % str(site)
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
                          timeout=120)
