@@ -1,0 +1,84 @@
+"""The README's calibration table and figure, from Vidur's measured A100/A40 kernel tables.
+
+Train on Llama-2-7B's rows, predict every other model's per-layer weight-GEMM time (the sum
+of its four GEMMs at each token count and TP degree), and print the mean absolute percentage
+error of three models of T(n): the datasheet roofline, a three-parameter fit (effective
+bandwidth, effective flops, a floor) and specsim's calibrated GEMM model. Writes
+reports/calibration-a100.png (measured vs datasheet vs calibrated).
+
+Usage: python benchmarks/calibration_table.py [VIDUR_DIR]   (default ../shared/data/vidur_profiles)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from specsim.calibrate import calibrate, predict_s
+from specsim.gemm_model import fit_gemm_efficiency
+from specsim.hardware import load_hardware
+from specsim.measurements import from_vidur
+from specsim.plots import calibration_figure
+
+TRAIN = "meta-llama/Llama-2-7b-hf"
+DEVICES = (("a100", "a100-80g-sxm"), ("a40", "a40"))
+REPO = Path(__file__).resolve().parent.parent
+
+
+def three_parameter(points, hw):  # type: ignore[no-untyped-def]
+    """The calibrated profile with only bandwidth, flops and floor fitted (hard max)."""
+    train = points[(points["split"] == "train") & (points["op_class"] == "gemm")]
+    bw, peak = hw.hbm_bandwidth_bytes_per_s, hw.flops_per_s("fp16")
+    eff, _ = fit_gemm_efficiency(
+        train["m"].to_numpy(float), train["k"].to_numpy(float), train["n"].to_numpy(float),
+        train["time_s"].to_numpy(float), weight_bytes_per_param=2, act_bytes_per_elem=2,
+        bandwidth_bytes_per_s=bw, flops_per_s=peak, params=("bandwidth", "flops", "floor_s"))
+    return dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, gemm=eff))
+
+
+def mape(measured: np.ndarray, predicted: np.ndarray) -> float:
+    return float(np.mean(np.abs(predicted / measured - 1)) * 100)
+
+
+def main() -> None:
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO.parent / "shared/data/vidur_profiles"
+    print(f"Trained on {TRAIN}; MAPE (%) of the summed per-layer weight-GEMM time over all n "
+          "and TP degrees\n")
+    print("| GPU | model | datasheet | 3-parameter fit | calibrated |")
+    print("|---|---|---:|---:|---:|")
+    for device, slug in DEVICES:
+        points = from_vidur(root, device)
+        start = time.perf_counter()
+        result = calibrate(points, load_hardware(slug), train_models=[TRAIN], source="table")
+        fit_s = time.perf_counter() - start
+        pts = result.points.copy()
+        pts["three_s"] = predict_s(pts, three_parameter(pts, load_hardware(slug)))
+        gemm = pts[pts["op_class"] == "gemm"]
+        sums = gemm.groupby(["model", "tp", "m", "split"], as_index=False)[
+            ["time_s", "datasheet_s", "three_s", "predicted_s"]].sum()
+        pooled = {k: [] for k in ("datasheet_s", "three_s", "predicted_s")}
+        for model, rows in sums.groupby("model"):
+            if model == TRAIN:
+                continue
+            errs = [mape(rows["time_s"].to_numpy(), rows[k].to_numpy()) for k in pooled]
+            for k in pooled:
+                pooled[k].append(rows[["time_s", k]].to_numpy())
+            print(f"| {device} | {model} | {errs[0]:.1f} | {errs[1]:.1f} | {errs[2]:.1f} |")
+        all_err = [mape(np.concatenate(v)[:, 0], np.concatenate(v)[:, 1]) for v in
+                   pooled.values()]
+        print(f"| {device} | **all held-out models** | {all_err[0]:.1f} | {all_err[1]:.1f} | "
+              f"**{all_err[2]:.1f}** |")
+        print(f"<!-- {device}: fit and prediction of {len(points)} points took {fit_s:.2f} s -->")
+        if device == "a100":
+            out = REPO / "reports" / "calibration-a100.png"
+            calibration_figure(result.points, out,
+                               title=f"A100 80GB, trained on {TRAIN}: per-layer weight GEMMs")
+    print("\nwrote reports/calibration-a100.png")
+
+
+if __name__ == "__main__":
+    main()
