@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
 from specsim.speedup import SpeedupTable
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def _save(fig: Figure, path: Path) -> None:
+    """Write a figure as PNG and free it; an unwritable path is one clear error."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot write the plot ({err.strerror})") from None
+    finally:
+        plt.close(fig)
 
 
 def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:
@@ -43,13 +60,7 @@ def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except OSError as err:
-        raise SpecError(f"{path}: cannot write the plot ({err.strerror})") from None
-    finally:
-        plt.close(fig)
+    _save(fig, path)
 
 
 def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_models: int = 3
@@ -89,10 +100,4 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_mode
     axes[0][0].set_ylabel("weight-GEMM time per layer (ms)")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except OSError as err:
-        raise SpecError(f"{path}: cannot write the plot ({err.strerror})") from None
-    finally:
-        plt.close(fig)
+    _save(fig, path)
