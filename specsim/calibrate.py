@@ -160,12 +160,13 @@ def fit_efficiency(points: pd.DataFrame, hw: Hardware) -> Efficiency:
     dtype = str(gemm_rows["dtype"].mode().iloc[0])
     gemm_rows = gemm_rows[gemm_rows["dtype"] == dtype]
     bw, peak, elem = _rates(hw, dtype)
+    # Output tiles run in waves over the GPU's SMs: the wave term needs their count.
     gemm, _ = fit_gemm_efficiency(
         gemm_rows["m"].to_numpy(float), gemm_rows["k"].to_numpy(float),
         gemm_rows["n"].to_numpy(float),
         gemm_rows["time_s"].to_numpy(float) / gemm_rows["count"].to_numpy(float),
         weight_bytes_per_param=elem, act_bytes_per_elem=elem, bandwidth_bytes_per_s=bw,
-        flops_per_s=peak)
+        flops_per_s=peak, base=GemmEfficiency(sm_count=hw.sm_count))
     attention = OpEfficiency()
     attn = points[(points["op_class"] == "attention") & (points["mask"] != "tree")]
     if len(attn) >= 3:

@@ -11,38 +11,45 @@ it off, so that the default efficiency reproduces the ideal roofline exactly. Fi
 quoted are for Llama-2-7B's GEMMs (all TP degrees) on the A100 / A40.
 
 1. ``bandwidth``, ``flops``: effective fractions of the datasheet numbers (HBM and tensor cores
-   never run at their peaks; 0.87 / 0.78 and 0.75 / 0.79).
+   never run at their peaks; 0.86 / 0.77 and 0.76 / 0.79).
 2. ``floor_s``: a fixed latency on the memory path. A kernel that streams ``B`` bytes takes
    ``floor + B / bw``: small TP shards do not saturate HBM (launch, ramp-up, tail), so a 4 MB
-   shard reaches ~35% of the bandwidth that a 500 MB one reaches.
+   shard reaches ~35% of the bandwidth that a 500 MB one reaches. Fitted 5.7 / 2.0 us.
 3. ``tile_rows``, ``tile_fraction``: token-tile quantization. Tensor-core kernels compute the
    output in tiles of ``tile_rows`` token rows (128 on Ampere; for ``m`` below one tile the
    library picks the smallest power-of-two tile >= ``m``, at least 16), so the MMA work is paid
    on ``m`` padded up to a tile multiple: the 15-45% steps just past multiples of 128 tokens.
    Only ``tile_fraction`` of the tile time scales with padded rows; the rest (predicated
-   activation loads and stores) scales with the real rows. The fitted fraction is 0.43-0.46.
+   activation loads and stores) scales with the real rows. Fitted 0.62 / 0.48.
 4. ``epilogue_k``: per-output-element overhead (pipeline prologue and epilogue of every output
    tile: filling the k-pipeline, writing C), in units of reduction steps, so compute time is
    ``2 m_eff (k + epilogue_k) n / flops``. It lowers the efficiency of short-k shards (TP 8
-   output projections reach only ~60% of peak when the large ones reach ~75%); fitted 20 / 95.
+   output projections reach only ~60% of peak when the large ones reach ~75%); fitted 76 / 112.
 5. ``overlap_p``: memory and compute overlap imperfectly near the knee. The two times are
    combined by a smooth maximum ``(t_mem^p + t_comp^p)^(1/p)`` (p = inf: hard max, p = 1: no
-   overlap). The fitted p = 1.5 / 1.8 puts the knee near 128 tokens, not at peak_flops /
-   bandwidth. The floor is 5.8 / 2.1 us.
+   overlap). The fitted p = 2.0 / 2.0 puts the knee near 128 tokens, not at peak_flops /
+   bandwidth.
+6. ``sm_count``, ``tile_cols``, ``wave_fraction``: wave quantization. The ceil(m / tile_rows)
+   x ceil(n / tile_cols) output tiles run ``sm_count`` at a time (108 SMs on the A100, 84 on the
+   A40); a last wave that is only partly full still takes a whole wave's time on the busy SMs.
+   Only ``wave_fraction`` of that idle time is paid (the library also picks other tile shapes
+   and split-K kernels, which fill part of it): fitted 0.17 / 0.08 with 128 x 128 tiles, the
+   width of {64, 128, 256} with the lowest training loss summed over the two GPUs.
 
 Each term was kept only if it lowered the cross-model holdout error on the Vidur tables (train
 on one model, predict the summed layer GEMM time of every other model on the same GPU): mean
 absolute error 32% / 29% for the datasheet roofline, 7.4% / 7.6% with the first three fields,
-3.3% / 4.3% with all of them (``tests/test_vidur_calibration.py``). What is left is mostly the
-library's per-shape kernel choice (tile shape, split-K, wave count), which no smooth model of
-(m, k, n) captures: fitting every GEMM shape to its own data still leaves 2-4.6% per model.
-
-Also here: a decode/prefill attention time model (:class:`AttentionEfficiency`), fitted the same
-way (floor + KV bytes / effective bandwidth; floor + flops / effective flops).
+3.2% / 4.2% with all of them, every A100 model <= 3.8% (``tests/test_vidur_calibration.py``).
+What is left is mostly the library's per-shape kernel choice (tile shape, split-K, step
+positions that differ shape to shape and do not carry over between shapes). On the A40 it
+bounds this form above 4% for some models: fitted to each model's own rows it leaves
+CodeLlama-34B and InternLM-20B at 4.3-4.5%, and the parameters that minimize the held-out error
+itself leave 4.0% pooled.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -86,6 +93,11 @@ class GemmEfficiency:
         tile_fraction: share of the tile time paid on padded rows, in [0, 1] (0: no tile
             quantization).
         epilogue_k: per-output-element overhead in reduction steps (>= 0).
+        sm_count: streaming multiprocessors of the GPU, which run the output tiles in waves
+            (>= 0; 0: unknown, no wave term).
+        tile_cols: weight columns (GEMM n) per output tile (>= 1).
+        wave_fraction: share of the idle part of the last wave that is paid, in [0, 1]
+            (0: no wave quantization; > 0 needs sm_count >= 1).
     """
 
     bandwidth: float = 1.0
@@ -95,6 +107,9 @@ class GemmEfficiency:
     tile_rows: int = 128
     tile_fraction: float = 0.0
     epilogue_k: float = 0.0
+    sm_count: int = 0
+    tile_cols: int = 128
+    wave_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         _check_positive("GemmEfficiency.bandwidth", self.bandwidth)
@@ -103,14 +118,18 @@ class GemmEfficiency:
         _check_positive("GemmEfficiency.epilogue_k", self.epilogue_k, allow_zero=True)
         if not (self.overlap_p >= 1.0):  # also rejects NaN
             raise SpecError(f"GemmEfficiency.overlap_p = {self.overlap_p!r}: need a number >= 1")
-        if not (0.0 <= self.tile_fraction <= 1.0):
+        for name in ("tile_fraction", "wave_fraction"):
+            value = getattr(self, name)
+            if not (0.0 <= value <= 1.0):
+                raise SpecError(f"GemmEfficiency.{name} = {value!r}: need 0 <= value <= 1")
+        for name, minimum in (("tile_rows", 1), ("tile_cols", 1), ("sm_count", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise SpecError(f"GemmEfficiency.{name} = {value!r}: need an integer >= {minimum}")
+        if self.wave_fraction > 0.0 and self.sm_count < 1:
             raise SpecError(
-                f"GemmEfficiency.tile_fraction = {self.tile_fraction!r}: need 0 <= value <= 1"
+                f"GemmEfficiency.wave_fraction = {self.wave_fraction!r} needs sm_count >= 1"
             )
-        if isinstance(self.tile_rows, bool) or not isinstance(self.tile_rows, int):
-            raise SpecError(f"GemmEfficiency.tile_rows = {self.tile_rows!r}: need an integer")
-        if self.tile_rows < 1:
-            raise SpecError(f"GemmEfficiency.tile_rows = {self.tile_rows!r}: need >= 1")
 
 
 def _as_nonneg_array(name: str, value: ArrayLike) -> FloatArray:
@@ -133,21 +152,72 @@ def padded_tokens(m: ArrayLike, tile_rows: int) -> FloatArray:
         Same shape as m: 0 for m = 0; the smallest power of two >= m (at least MIN_TILE_ROWS,
         at most tile_rows) while m <= tile_rows; else m rounded up to a multiple of tile_rows.
     """
-    m_arr = np.asarray(m, dtype=np.float64)
-    small_tile = np.exp2(np.ceil(np.log2(np.maximum(m_arr, 1.0))))
-    small_tile = np.clip(small_tile, min(MIN_TILE_ROWS, tile_rows), tile_rows)
-    padded = np.where(m_arr <= tile_rows, small_tile, tile_rows * np.ceil(m_arr / tile_rows))
-    return np.where(m_arr > 0.0, padded, 0.0)
+    m_arr = np.atleast_1d(np.asarray(m, dtype=np.float64))
+    padded = tile_rows * np.ceil(m_arr / tile_rows)  # 0 stays 0
+    small = (m_arr > 0.0) & (m_arr <= tile_rows)
+    if small.any():  # a sweep has few points below one tile: fix just those
+        # Smallest power of two >= m: m = f 2^e with f in [0.5, 1) is one exactly at f = 0.5.
+        fraction, exponent = np.frexp(np.maximum(m_arr[small], 1.0))
+        pow2 = np.ldexp(1.0, exponent - (fraction == 0.5))
+        padded[small] = np.clip(pow2, min(MIN_TILE_ROWS, tile_rows), tile_rows)
+    result: FloatArray = padded.reshape(np.shape(m))
+    return result
+
+
+def wave_factor(padded_m: FloatArray, n: FloatArray, eff: GemmEfficiency) -> FloatArray:
+    """Compute-time factor of the partly idle last wave of output tiles (1: whole waves).
+
+    The kernel runs ceil(padded_m / tile_rows) x ceil(n / tile_cols) output tiles, sm_count at
+    a time. With W = tiles / sm_count waves, the last one leaves ceil(W) - W of a wave idle;
+    ``wave_fraction`` of that idle time is paid: factor = 1 + wave_fraction (ceil(W) - W) / W.
+
+    Args:
+        padded_m: tokens padded to the token tile (padded_tokens), any shape.
+        n: output width of the weight shard, broadcast with padded_m.
+        eff: supplies tile_rows, tile_cols, sm_count (>= 1) and wave_fraction.
+
+    Returns:
+        The factor (>= 1), the broadcast shape; 1 where there are no tiles.
+    """
+    # Integer tile counts first, so that whole waves divide exactly (no spurious extra wave);
+    # padded_m is a whole number of token tiles, or one tile when it is below one.
+    row_tiles = np.where(padded_m > 0.0, np.maximum(padded_m / eff.tile_rows, 1.0), 0.0)
+    tiles = np.ceil(row_tiles) * np.ceil(n / eff.tile_cols)
+    waves = tiles / eff.sm_count
+    idle = np.ceil(waves) - waves
+    factor: FloatArray = 1.0 + eff.wave_fraction * idle / np.where(waves > 0.0, waves, 1.0)
+    return factor
 
 
 def smooth_max(a: FloatArray, b: FloatArray, p: float) -> FloatArray:
     """(a^p + b^p)^(1/p) for a, b >= 0, evaluated without overflow; p = inf gives max(a, b)."""
     if math.isinf(p):
         return np.maximum(a, b)
-    hi = np.maximum(a, b)
-    safe = np.where(hi > 0.0, hi, 1.0)
-    ratio_sum = (a / safe) ** p + (b / safe) ** p
-    return np.where(hi > 0.0, hi * ratio_sum ** (1.0 / p), 0.0)
+    hi, lo = np.maximum(a, b), np.minimum(a, b)
+    # hi (1 + r^p)^(1/p) with r = lo / hi in [0, 1]: the factor is read off a table of
+    # SMOOTH_TABLE_SIZE intervals by linear interpolation (relative error below 1e-7), since
+    # powers on every point of a 65,536-point sweep cost more than the rest of the pass.
+    values, slopes = _smooth_table(float(p))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = lo * (SMOOTH_TABLE_SIZE / hi)  # r scaled to table intervals
+    x = np.atleast_1d(x)
+    x[~(hi > 0.0)] = 0.0  # both times zero: factor 1, result 0
+    index = x.astype(np.int64)
+    np.minimum(index, SMOOTH_TABLE_SIZE - 1, out=index)
+    scale = np.take(values, index) + (x - index) * np.take(slopes, index)
+    return np.asarray(hi * scale.reshape(np.shape(hi)), dtype=np.float64)
+
+
+SMOOTH_TABLE_SIZE = 8192
+
+
+@functools.lru_cache(maxsize=32)
+def _smooth_table(p: float) -> tuple[FloatArray, FloatArray]:
+    """(1 + r^p)^(1/p) at SMOOTH_TABLE_SIZE + 1 evenly spaced r in [0, 1], and the slope of
+    each interval (per unit of the scaled ratio)."""
+    r = np.linspace(0.0, 1.0, SMOOTH_TABLE_SIZE + 1)
+    table: FloatArray = (1.0 + r**p) ** (1.0 / p)
+    return table, np.diff(table)
 
 
 def gemm_time_s(
@@ -191,10 +261,14 @@ def gemm_time_s(
     # Roofline memory term: weights read once, activations read (m x k) and written (m x n).
     t_mem_s = (eff.floor_s + k_a * n_a * wb / bandwidth) + m_a * ((k_a + n_a) * ab / bandwidth)
     m_eff = m_a
-    if eff.tile_fraction > 0.0:
-        m_eff = m_a + eff.tile_fraction * (padded_tokens(m_a, eff.tile_rows) - m_a)
+    padded = m_a
+    if eff.tile_fraction > 0.0 or eff.wave_fraction > 0.0:
+        padded = padded_tokens(m_a, eff.tile_rows)
+        m_eff = m_a + eff.tile_fraction * (padded - m_a)
     # 2 flops per multiply-add, each output element costs k (+ epilogue) reduction steps.
     t_comp_s = m_eff * (2.0 * (k_a + eff.epilogue_k) * n_a / (eff.flops * flops_per_s))
+    if eff.wave_fraction > 0.0:
+        t_comp_s = t_comp_s * wave_factor(padded, n_a, eff)
     out: FloatArray = np.broadcast_to(smooth_max(t_mem_s, t_comp_s, eff.overlap_p),
                                       np.broadcast_shapes(m_a.shape, k_a.shape, n_a.shape))
     return out
@@ -228,6 +302,7 @@ _GEMM_PARAMS: dict[str, _Param] = {
     "overlap_p": _Param(lambda x: 1.0 + _exp(x), lambda v: math.log(v - 1.0), 3.0),
     "tile_fraction": _Param(_logistic, lambda v: math.log(v / (1.0 - v)), 0.5),
     "epilogue_k": _Param(_exp, math.log, 50.0),
+    "wave_fraction": _Param(_logistic, lambda v: math.log(v / (1.0 - v)), 0.5),
 }
 # All fitted fields of GemmEfficiency, in the order of the ablation (each earns its keep).
 GEMM_FIT_PARAMS: tuple[str, ...] = tuple(_GEMM_PARAMS)
@@ -329,7 +404,7 @@ def fit_gemm_efficiency(
     act_bytes_per_elem: float,
     bandwidth_bytes_per_s: float,
     flops_per_s: float,
-    params: Sequence[str] = GEMM_FIT_PARAMS,
+    params: Sequence[str] | None = None,
     base: GemmEfficiency = GemmEfficiency(),
 ) -> tuple[GemmEfficiency, FitDiagnostics]:
     """Fit GemmEfficiency to measured GEMM times by robust least squares on log error.
@@ -343,14 +418,19 @@ def fit_gemm_efficiency(
         time_s: measured kernel time of each point, s (> 0).
         weight_bytes_per_param, act_bytes_per_elem, bandwidth_bytes_per_s, flops_per_s: as for
             gemm_time_s (datasheet numbers of the GPU that was measured).
-        params: names of the GemmEfficiency fields to fit (default all of GEMM_FIT_PARAMS);
-            the others keep their value in ``base``.
-        base: values of the fields that are not fitted (and tile_rows).
+        params: names of the GemmEfficiency fields to fit; the others keep their value in
+            ``base``. Default: all of GEMM_FIT_PARAMS, less wave_fraction when base.sm_count
+            is 0 (the wave term needs the GPU's SM count).
+        base: values of the fields that are not fitted (and tile_rows, tile_cols, sm_count).
 
     Returns:
         (fitted GemmEfficiency, FitDiagnostics on the fitted points).
     """
+    if params is None:
+        params = tuple(p for p in GEMM_FIT_PARAMS if base.sm_count or p != "wave_fraction")
     names = _check_fit_params(params, _GEMM_PARAMS)
+    if "wave_fraction" in names and base.sm_count < 1:
+        raise SpecError("fit parameter 'wave_fraction' needs base.sm_count >= 1 (SMs of the GPU)")
     m_a, k_a, n_a, t_a = np.broadcast_arrays(
         _as_nonneg_array("m", m),
         _as_nonneg_array("k", k),
@@ -376,174 +456,11 @@ def fit_gemm_efficiency(
 
 def _replace_gemm(base: GemmEfficiency, fields: dict[str, float]) -> GemmEfficiency:
     """A copy of base with some float fields replaced (clamped to their valid ranges)."""
-    values = {
-        "bandwidth": base.bandwidth,
-        "flops": base.flops,
-        "floor_s": base.floor_s,
-        "overlap_p": base.overlap_p,
-        "tile_fraction": base.tile_fraction,
-        "epilogue_k": base.epilogue_k,
-    }
+    values = {name: float(getattr(base, name)) for name in _GEMM_PARAMS}
     values.update(fields)
-    values["tile_fraction"] = min(max(values["tile_fraction"], 0.0), 1.0)
+    for name in ("tile_fraction", "wave_fraction"):
+        values[name] = min(max(values[name], 0.0), 1.0)
     values["overlap_p"] = max(values["overlap_p"], 1.0)
-    return GemmEfficiency(tile_rows=base.tile_rows, **values)
-
-
-# --- attention -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AttentionEfficiency:
-    """Fitted departures of an attention kernel from the ideal roofline (defaults: ideal).
-
-    Attributes:
-        floor_s: fixed kernel time, s (>= 0); ~15 us for decode on an A100.
-        bandwidth: effective fraction of the datasheet bandwidth for the KV-cache stream (> 0).
-        flops: effective fraction of peak flops on the cached-context part (> 0).
-        causal_flops: effective fraction of peak flops on the causal triangle of the new
-            tokens (> 0); masked tiles make it much less efficient than the context part.
-    """
-
-    floor_s: float = 0.0
-    bandwidth: float = 1.0
-    flops: float = 1.0
-    causal_flops: float = 1.0
-
-    def __post_init__(self) -> None:
-        _check_positive("AttentionEfficiency.floor_s", self.floor_s, allow_zero=True)
-        _check_positive("AttentionEfficiency.bandwidth", self.bandwidth)
-        _check_positive("AttentionEfficiency.flops", self.flops)
-        _check_positive("AttentionEfficiency.causal_flops", self.causal_flops)
-
-
-def attention_time_s(
-    batch: ArrayLike,
-    q_tokens: ArrayLike,
-    kv_len: ArrayLike,
-    *,
-    q_heads: int,
-    kv_heads: int,
-    head_dim: int,
-    kv_bytes_per_elem: float,
-    act_bytes_per_elem: float,
-    bandwidth_bytes_per_s: float,
-    flops_per_s: float,
-    eff: AttentionEfficiency = AttentionEfficiency(),
-) -> FloatArray:
-    """Time of one attention kernel over ``batch`` sequences on one GPU (one layer).
-
-    Each sequence has ``kv_len`` cached tokens and ``q_tokens`` new ones (1 in decode, the
-    chunk in prefill) that attend causally to the cache and to each other. With the default
-    ``eff`` this is the ideal roofline max(bytes / bandwidth, flops / peak).
-
-    Args:
-        batch: sequences in the kernel, >= 0 (broadcast with q_tokens and kv_len).
-        q_tokens: new (query) tokens per sequence, >= 0.
-        kv_len: cached tokens per sequence, >= 0.
-        q_heads, kv_heads, head_dim: per-GPU attention shape.
-        kv_bytes_per_elem: bytes per cached K or V element.
-        act_bytes_per_elem: bytes per query and output element.
-        bandwidth_bytes_per_s, flops_per_s: datasheet numbers.
-        eff: fitted efficiency terms (default: ideal).
-
-    Returns:
-        Time in s, the broadcast shape of the three arrays.
-    """
-    for name, value in (("q_heads", q_heads), ("kv_heads", kv_heads), ("head_dim", head_dim)):
-        _check_positive(name, float(value))
-    _check_positive("kv_bytes_per_elem", kv_bytes_per_elem)
-    _check_positive("act_bytes_per_elem", act_bytes_per_elem, allow_zero=True)
-    _check_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
-    _check_positive("flops_per_s", flops_per_s)
-    b, q, ctx = np.broadcast_arrays(
-        _as_nonneg_array("batch", batch),
-        _as_nonneg_array("q_tokens", q_tokens),
-        _as_nonneg_array("kv_len", kv_len),
+    return GemmEfficiency(
+        tile_rows=base.tile_rows, tile_cols=base.tile_cols, sm_count=base.sm_count, **values
     )
-    kv_row_bytes = 2.0 * kv_heads * head_dim * kv_bytes_per_elem  # K and V of one token
-    # Read the cache, write the new K/V, read Q and write O.
-    bytes_ = b * ((ctx + q) * kv_row_bytes + q * 2.0 * q_heads * head_dim * act_bytes_per_elem)
-    # 4 flops per (query, key, head, dim): QK^T and PV; new token i sees ctx + i + 1 keys.
-    ctx_flops = 4.0 * b * q * ctx * q_heads * head_dim
-    causal_flops = 4.0 * b * q * (q + 1.0) / 2.0 * q_heads * head_dim
-    t_mem_s = bytes_ / (eff.bandwidth * bandwidth_bytes_per_s)
-    t_comp_s = (ctx_flops / eff.flops + causal_flops / eff.causal_flops) / flops_per_s
-    return np.asarray(eff.floor_s + np.maximum(t_mem_s, t_comp_s), dtype=np.float64)
-
-
-_ATTENTION_PARAMS: dict[str, _Param] = {
-    "floor_s": _GEMM_PARAMS["floor_s"],
-    "bandwidth": _GEMM_PARAMS["bandwidth"],
-    "flops": _Param(_exp, math.log, 0.4),
-    "causal_flops": _Param(_exp, math.log, 0.2),
-}
-# Decode kernels are bandwidth-bound and prefill kernels flop-bound: fit each with its terms.
-DECODE_FIT_PARAMS: tuple[str, ...] = ("floor_s", "bandwidth")
-PREFILL_FIT_PARAMS: tuple[str, ...] = ("floor_s", "flops", "causal_flops")
-
-
-def fit_attention_efficiency(
-    batch: ArrayLike,
-    q_tokens: ArrayLike,
-    kv_len: ArrayLike,
-    time_s: ArrayLike,
-    *,
-    q_heads: int,
-    kv_heads: int,
-    head_dim: int,
-    kv_bytes_per_elem: float,
-    act_bytes_per_elem: float,
-    bandwidth_bytes_per_s: float,
-    flops_per_s: float,
-    params: Sequence[str],
-    base: AttentionEfficiency = AttentionEfficiency(),
-) -> tuple[AttentionEfficiency, FitDiagnostics]:
-    """Fit AttentionEfficiency to measured attention times (robust least squares, log error).
-
-    Args:
-        batch, q_tokens, kv_len, q_heads, kv_heads, head_dim, kv_bytes_per_elem,
-            act_bytes_per_elem, bandwidth_bytes_per_s, flops_per_s: as for attention_time_s.
-        time_s: measured kernel time of each point, s (> 0).
-        params: fields to fit, e.g. DECODE_FIT_PARAMS for decode points and
-            PREFILL_FIT_PARAMS for prefill points.
-        base: values of the fields that are not fitted.
-
-    Returns:
-        (fitted AttentionEfficiency, FitDiagnostics on the fitted points).
-    """
-    names = _check_fit_params(params, _ATTENTION_PARAMS)
-    b, q, ctx, t_a = np.broadcast_arrays(
-        _as_nonneg_array("batch", batch),
-        _as_nonneg_array("q_tokens", q_tokens),
-        _as_nonneg_array("kv_len", kv_len),
-        np.asarray(time_s, dtype=np.float64),
-    )
-
-    def with_fields(fields: dict[str, float]) -> AttentionEfficiency:
-        values = {
-            "floor_s": base.floor_s,
-            "bandwidth": base.bandwidth,
-            "flops": base.flops,
-            "causal_flops": base.causal_flops,
-        }
-        values.update(fields)
-        return AttentionEfficiency(**values)
-
-    def predict_s(fields: dict[str, float]) -> FloatArray:
-        return attention_time_s(
-            b,
-            q,
-            ctx,
-            q_heads=q_heads,
-            kv_heads=kv_heads,
-            head_dim=head_dim,
-            kv_bytes_per_elem=kv_bytes_per_elem,
-            act_bytes_per_elem=act_bytes_per_elem,
-            bandwidth_bytes_per_s=bandwidth_bytes_per_s,
-            flops_per_s=flops_per_s,
-            eff=with_fields(fields),
-        )
-
-    fields, diag = _fit_fields(predict_s, t_a, names, _ATTENTION_PARAMS)
-    return with_fields(fields), diag

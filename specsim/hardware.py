@@ -83,6 +83,7 @@ class Hardware:
     interconnect_bandwidth_bytes_per_s: float
     interconnect_latency_s: float
     pcie_bandwidth_bytes_per_s: float
+    sm_count: int = 0  # streaming multiprocessors / compute units; 0 = unknown
     efficiency: Efficiency = field(default_factory=Efficiency)
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
@@ -144,6 +145,7 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
             * GB,
             interconnect_latency_s=link.number("latency_us", minimum=0.0) * US,
             pcie_bandwidth_bytes_per_s=pcie.number("bandwidth_GB_per_s", positive=True) * GB,
+            sm_count=compute.integer("sm_count", 0),
             efficiency=_efficiency(f.sub("efficiency", required=False)),
             sources=spec.sources,
             path=spec.path,

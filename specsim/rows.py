@@ -36,6 +36,7 @@ def hardware_rows(hw: Hardware) -> list[Row]:
         rows.append({"field": f"dense_{dtype}_TFLOPS", "value": flops / 1e12,
                      "source": src(f"compute.dense_TFLOPS.{dtype}")})
     rows += [
+        {"field": "sm_count", "value": hw.sm_count, "source": src("compute.sm_count")},
         {"field": "ops_per_byte_bf16", "value": hw.ops_per_byte,
          "source": "derived: bf16 TFLOPS / HBM bandwidth"},
         {"field": f"interconnect_GB_per_s ({hw.interconnect_name})",

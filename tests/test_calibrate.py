@@ -139,7 +139,10 @@ def test_vidur_tables_through_the_pipeline(device: str, hardware: str) -> None:
                        train_models=["meta-llama/Llama-2-7b-hf"], source="vidur")
     held = result.layer_errors[result.layer_errors["split"] == "holdout"]
     pooled = np.average(held["mape_calibrated"], weights=held["points"])
-    assert pooled <= 4.5
+    # A100: every model within 4%. A40: 4.2% pooled; two models stay at 4.5-4.6%, the
+    # library's per-shape kernel choice (see tests/test_vidur_calibration.py).
+    assert pooled <= (4.0 if device == "a100" else 4.3)
+    assert (held["mape_calibrated"] <= (4.0 if device == "a100" else 4.7)).all()
     assert (held["mape_datasheet"] > 25).all()
 
 

@@ -11,17 +11,13 @@ import pytest
 
 from specsim.errors import SpecError
 from specsim.gemm_model import (
-    DECODE_FIT_PARAMS,
     GEMM_FIT_PARAMS,
-    PREFILL_FIT_PARAMS,
-    AttentionEfficiency,
     GemmEfficiency,
-    attention_time_s,
-    fit_attention_efficiency,
     fit_gemm_efficiency,
     gemm_time_s,
     padded_tokens,
     smooth_max,
+    wave_factor,
 )
 
 # H100 SXM datasheet (NVIDIA H100 Tensor Core GPU datasheet): 3.35 TB/s HBM3,
@@ -162,14 +158,52 @@ def test_overlap_exponent_one_adds_memory_and_compute() -> None:
     assert float(t) == pytest.approx(t_mem + t_comp, rel=1e-12)
 
 
+def test_full_wave_quantization_matches_a_count_of_waves() -> None:
+    # Pure compute, whole tiles and whole waves paid: 129 tokens -> 2 token tiles of 128, n = 640
+    # -> 5 column tiles of 128; 10 tiles on 4 SMs run in ceil(10 / 4) = 3 waves, and a wave
+    # takes one tile's 2 * 128 * 128 * k flop at a quarter of the GPU's rate.
+    eff = GemmEfficiency(tile_fraction=1.0, wave_fraction=1.0, sm_count=4, tile_cols=128)
+    hw = _hw(bw=1e30, fl=1e12)
+    t = gemm_time_s(129, 1000, 640, **hw, eff=eff)
+    one_wave = 2 * 128 * 128 * 1000 / (1e12 / 4)
+    assert float(t) == pytest.approx(3 * one_wave, rel=1e-12)
+
+
+def test_partial_wave_fraction_pays_part_of_the_idle_wave() -> None:
+    # 100 tokens (one token tile), n = 640 -> 5 tiles on 4 SMs: 1.25 waves, 0.75 of a wave idle;
+    # wave_fraction 0.4 pays 0.4 * 0.75 / 1.25 = 24% extra compute time.
+    eff = GemmEfficiency(wave_fraction=0.4, sm_count=4)
+    t = gemm_time_s(100, 1000, 640, **_hw(bw=1e30, fl=1e12), eff=eff)
+    assert float(t) == pytest.approx(1.24 * 2 * 100 * 1000 * 640 / 1e12, rel=1e-12)
+    assert float(wave_factor(np.array(128.0), np.array(640.0), eff)) == pytest.approx(1.24)
+
+
+def test_degenerate_whole_waves_add_nothing() -> None:
+    # A40: 84 SMs. n = 8192 -> 64 column tiles; 21 token tiles (2688 tokens) -> 1344 tiles = 16
+    # whole waves, exactly (no spurious 17th wave from rounding).
+    eff = GemmEfficiency(wave_fraction=1.0, sm_count=84)
+    m = np.array([2688.0, 128.0 * 84])
+    assert wave_factor(m, np.array(8192.0), eff).tolist() == [1.0, 1.0]
+    t = gemm_time_s(m, 8192, 8192, **_hw(bw=1e30, fl=1e12), eff=eff)
+    np.testing.assert_allclose(t, 2 * m * 8192 * 8192 / 1e12, rtol=1e-12)
+
+
+def test_wave_term_is_off_without_a_wave_fraction() -> None:
+    m = np.array([1.0, 129.0, 3000.0])
+    with_sms = gemm_time_s(m, 4096, 5000, **H100, eff=GemmEfficiency(sm_count=132))
+    assert np.array_equal(with_sms, gemm_time_s(m, 4096, 5000, **H100))
+
+
 def test_degenerate_zero_tokens_is_the_weight_stream() -> None:
-    eff = GemmEfficiency(tile_fraction=1.0, overlap_p=2.0, floor_s=1e-6)
+    eff = GemmEfficiency(tile_fraction=1.0, overlap_p=2.0, floor_s=1e-6, wave_fraction=1.0,
+                         sm_count=132)
     t = gemm_time_s(0, 4096, 4096, **H100, eff=eff)
     assert float(t) == pytest.approx(1e-6 + 4096 * 4096 * 2 / 3.35e12, rel=1e-12)
 
 
 def test_degenerate_empty_weight_costs_only_the_floor() -> None:
-    eff = GemmEfficiency(floor_s=3e-6, overlap_p=2.0, tile_fraction=1.0)
+    eff = GemmEfficiency(floor_s=3e-6, overlap_p=2.0, tile_fraction=1.0, wave_fraction=1.0,
+                         sm_count=132)
     t = gemm_time_s([1, 100], 0, 4096, **_hw(ab=0.0), eff=eff)
     np.testing.assert_allclose(t, [3e-6, 3e-6], rtol=1e-12)
     assert float(gemm_time_s(5, 0, 0, **H100)) == 0.0
@@ -194,6 +228,11 @@ def test_degenerate_empty_weight_costs_only_the_floor() -> None:
         {"tile_rows": 1.5},
         {"tile_rows": True},
         {"epilogue_k": -5.0},
+        {"wave_fraction": 0.5},
+        {"wave_fraction": 1.5, "sm_count": 8},
+        {"sm_count": -1},
+        {"sm_count": 8.0},
+        {"tile_cols": 0},
     ],
 )
 def test_gemm_efficiency_rejects_bad_fields(fields: dict[str, float]) -> None:
@@ -251,6 +290,10 @@ def _hand_gemm_time(m: float, k: float, n: float, truth: dict[str, float]) -> fl
         padded = 128 * math.ceil(m / 128)
     m_eff = m + truth["tile_fraction"] * (padded - m)
     t_comp = 2 * m_eff * (k + truth["epilogue_k"]) * n / fl
+    if truth.get("wave_fraction", 0.0) > 0.0:
+        tiles = math.ceil(padded / 128) * math.ceil(n / 128)
+        waves = math.ceil(tiles / A100_SMS)  # whole waves of 108 tiles
+        t_comp *= 1 + truth["wave_fraction"] * (waves - tiles / A100_SMS) / (tiles / A100_SMS)
     p = truth["overlap_p"]
     return float((t_mem**p + t_comp**p) ** (1 / p))
 
@@ -275,6 +318,7 @@ def _synthetic_gemms(
 
 
 A100 = _hw(bw=2039e9, fl=312e12)
+A100_SMS = 108  # NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs
 TRUTH = {
     "bandwidth": 0.82,
     "flops": 0.74,
@@ -331,81 +375,25 @@ def test_fit_of_a_subset_keeps_the_other_fields_from_base() -> None:
         "overlap_p",
         "tile_fraction",
         "epilogue_k",
+        "wave_fraction",
     }
+    assert (eff.sm_count, eff.wave_fraction) == (0, 0.0)
 
 
-# --- attention ------------------------------------------------------------------------------
-
-# Llama-2/3-70B attention at TP 2 (Vidur's table): 32 query / 4 KV heads per GPU, dim 128.
-
-
-class AttentionHardware(TypedDict):
-    """Keyword arguments of attention_time_s that describe the shape and the GPU."""
-
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    kv_bytes_per_elem: float
-    act_bytes_per_elem: float
-    bandwidth_bytes_per_s: float
-    flops_per_s: float
+def test_fit_recovers_the_wave_fraction_given_the_sm_count() -> None:
+    truth = {**TRUTH, "wave_fraction": 0.3}
+    m, k, n, t = _synthetic_gemms(truth, np.random.default_rng(5), noise=0.01)
+    eff, diag = fit_gemm_efficiency(m, k, n, t, **A100, base=GemmEfficiency(sm_count=A100_SMS))
+    assert diag.converged and diag.params == GEMM_FIT_PARAMS
+    assert eff.wave_fraction == pytest.approx(0.3, abs=0.01)
+    assert eff.tile_fraction == pytest.approx(0.6, abs=0.01)
+    assert eff.flops == pytest.approx(0.74, rel=0.01)
+    assert eff.sm_count == A100_SMS and eff.tile_cols == 128
 
 
-def _attn(kv_heads: int = 4) -> AttentionHardware:
-    """Llama-70B attention at TP 2 on an A100 (fp16)."""
-    return AttentionHardware(
-        q_heads=32,
-        kv_heads=kv_heads,
-        head_dim=128,
-        kv_bytes_per_elem=2.0,
-        act_bytes_per_elem=2.0,
-        bandwidth_bytes_per_s=2039e9,
-        flops_per_s=312e12,
-    )
-
-
-ATTN = _attn()
-
-
-def test_attention_ideal_decode_is_the_kv_stream() -> None:
-    # One sequence, 4032 cached tokens: (4032 + 1) * 2 * 4 * 128 * 2 B of K/V
-    # + 2 * 32 * 128 * 2 B of Q and O = 8,275,968 B; / 2039e9 = 4.059 us.
-    t = attention_time_s(1, 1, 4032, **ATTN)
-    assert float(t) == pytest.approx(8_275_968 / 2039e9, rel=1e-12)
-
-
-def test_attention_ideal_prefill_is_the_flops() -> None:
-    # 1024 new tokens after 2048 cached: 4 * 1024 * (2048 + 1025/2) * 32 * 128 flop
-    # = 42,958,061,568 flop; / 312e12 = 137.69 us.
-    t = attention_time_s(1, 1024, 2048, **ATTN)
-    assert float(t) == pytest.approx(42_958_061_568 / 312e12, rel=1e-12)
-
-
-def test_attention_fit_recovers_decode_and_prefill_parameters() -> None:
-    rng = np.random.default_rng(11)
-    batch, kv = (a.ravel() for a in np.meshgrid(np.arange(1.0, 129.0), np.arange(32.0, 4033, 64)))
-    bytes_ = batch * ((kv + 1) * 2 * 4 * 128 * 2 + 2 * 32 * 128 * 2)
-    t = (15e-6 + bytes_ / (0.8 * 2039e9)) * rng.lognormal(0.0, 0.02, batch.size)
-    eff, _ = fit_attention_efficiency(batch, 1, kv, t, **ATTN, params=DECODE_FIT_PARAMS)
-    assert eff.floor_s == pytest.approx(15e-6, rel=0.05)
-    assert eff.bandwidth == pytest.approx(0.8, rel=0.02)
-    chunk, kv = (
-        a.ravel() for a in np.meshgrid(np.arange(64.0, 4097, 64), np.arange(0.0, 4033, 64))
-    )
-    ctx_flops = 4 * chunk * kv * 32 * 128
-    causal_flops = 4 * chunk * (chunk + 1) / 2 * 32 * 128
-    t = 25e-6 + ctx_flops / (0.45 * 312e12) + causal_flops / (0.18 * 312e12)
-    eff, diag = fit_attention_efficiency(1, chunk, kv, t, **ATTN, params=PREFILL_FIT_PARAMS)
-    assert (eff.floor_s, eff.flops, eff.causal_flops) == pytest.approx((25e-6, 0.45, 0.18))
-    assert eff.bandwidth == 1.0 and diag.params == PREFILL_FIT_PARAMS
-
-
-def test_attention_rejects_bad_inputs() -> None:
-    with pytest.raises(SpecError, match="AttentionEfficiency.bandwidth"):
-        AttentionEfficiency(bandwidth=0.0)
-    with pytest.raises(SpecError, match="kv_len"):
-        attention_time_s(1, 1, -5, **ATTN)
-    with pytest.raises(SpecError, match="kv_heads"):
-        attention_time_s(1, 1, 5, **_attn(kv_heads=0))
-    with pytest.raises(SpecError, match="unknown"):
-        fit_attention_efficiency(1, 1, [1, 2], [1e-5, 1e-5], **ATTN, params=("overlap_p",))
+def test_default_fit_leaves_out_the_wave_term_without_an_sm_count() -> None:
+    m, k, n, t = _synthetic_gemms(TRUTH, np.random.default_rng(9), noise=0.0)
+    eff, diag = fit_gemm_efficiency(m, k, n, t, **A100)
+    assert "wave_fraction" not in diag.params and eff.wave_fraction == 0.0
+    with pytest.raises(SpecError, match="sm_count"):
+        fit_gemm_efficiency(m, k, n, t, **A100, params=("flops", "wave_fraction"))

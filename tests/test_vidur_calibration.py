@@ -5,13 +5,20 @@ $SPECSIM_VIDUR_DIR or <repo>/../shared/data/vidur_profiles; the tests that need 
 neither exists. Also here: the reader's handling of malformed files (synthetic CSVs).
 
 Acceptance (train on ONE model, all TP degrees; predict the summed per-layer weight-GEMM time
-of every other model on the same GPU, MAPE over all num_tokens and TP degrees):
-- the datasheet roofline is > 15% off for every model (the calibration matters);
-- the calibrated model is <= 5% for every held-out model and, pooled over the held-out points,
-  <= 4% on the A100 and <= 4.5% on the A40 (measured: A100 3.3% pooled, worst model 4.2%;
-  A40 4.3% pooled, worst model 4.8%; the 3-parameter fit: 7.4% and 7.6% pooled). The original
-  target was <= 4% for every model; on the A40 even a fit of each GEMM shape to its own data
-  stays at 3.1-4.6% per model, because the library's kernel choice changes from shape to shape;
+of every other model on the same GPU, MAPE over all num_tokens and TP degrees). The training
+model is Llama-2-7B, the one of the first calibration, kept as it was (not picked by its holdout
+error); the tests use no other.
+- the datasheet roofline is > 15% off for every model (measured 28-36%; the calibration matters);
+- A100: every held-out model <= 4% (measured 2.6-3.8%, pooled 3.2%) - the target is met;
+- A40: pooled <= 4.3% and every model <= 4.7% (measured pooled 4.2%, models 3.0-4.6%). The
+  target of <= 4% per model is NOT met, and cannot be with this model form: fitted to its own
+  rows (no transfer at all) InternLM-20B stays at 4.5% and CodeLlama-34B at 4.3% (tested
+  below), and even the parameters that minimize the A40 held-out error itself (a direct search
+  over the seven fitted fields) leave 4.0% pooled with those two at 4.3%. The residual is the
+  library's per-shape kernel choice: step positions and heights that differ from shape to
+  shape and do not carry over between shapes;
+- the 3-parameter fit (bandwidth, flops, floor) is ~7.5% and the full model beats it well;
+- every fitted term lowers the held-out error on both GPUs (tested for the last, the wave term);
 - the repeat-measurement floor is ~2% (Llama-2-70B vs Llama-3-70B: identical GEMM shapes).
 """
 
@@ -46,10 +53,13 @@ needs_data = pytest.mark.skipif(
 # Datasheets: NVIDIA A100 80GB (2039 GB/s HBM2e, 312 TFLOP/s dense fp16, 108 SMs);
 # NVIDIA A40 (696 GB/s GDDR6, 149.7 TFLOP/s dense fp16 tensor, 84 SMs).
 DATASHEET = {"a100": (2039e9, 312e12), "a40": (696e9, 149.7e12)}
+SM_COUNT = {"a100": 108, "a40": 84}
 TRAIN_MODEL = "meta-llama/Llama-2-7b-hf"
-MAX_MODEL_MAPE = 0.05
-MAX_POOLED_MAPE = {"a100": 0.04, "a40": 0.045}
+# Acceptance: 4% per held-out model; met on the A100, see the module docstring for the A40.
+MAX_MODEL_MAPE = {"a100": 0.04, "a40": 0.047}
+MAX_POOLED_MAPE = {"a100": 0.04, "a40": 0.043}
 MIN_DATASHEET_MAPE = 0.15
+WITHOUT_WAVES = tuple(p for p in GEMM_FIT_PARAMS if p != "wave_fraction")
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +81,10 @@ def _predict(gemms: pd.DataFrame, device: str, eff: GemmEfficiency) -> np.ndarra
     )
 
 
-def _fit(gemms: pd.DataFrame, device: str, params: tuple[str, ...]) -> GemmEfficiency:
-    train = gemms[gemms["model"] == TRAIN_MODEL]
+def _fit(
+    gemms: pd.DataFrame, device: str, params: tuple[str, ...], model: str = TRAIN_MODEL
+) -> GemmEfficiency:
+    train = gemms[gemms["model"] == model]
     bandwidth, flops = DATASHEET[device]
     eff, diag = fit_gemm_efficiency(
         train["num_tokens"].to_numpy(dtype=float),
@@ -84,17 +96,23 @@ def _fit(gemms: pd.DataFrame, device: str, params: tuple[str, ...]) -> GemmEffic
         bandwidth_bytes_per_s=bandwidth,
         flops_per_s=flops,
         params=params,
+        base=GemmEfficiency(sm_count=SM_COUNT[device]),
     )
     assert diag.converged
     return eff
 
 
-def _holdout_errors(mlp: pd.DataFrame, device: str, eff: GemmEfficiency) -> pd.DataFrame:
-    """|predicted / measured - 1| of the summed layer GEMM time at every held-out point."""
+def _layer_errors(mlp: pd.DataFrame, device: str, eff: GemmEfficiency) -> pd.DataFrame:
+    """|predicted / measured - 1| of the summed layer GEMM time at every point of every model."""
     gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
     measured = gemm_layer_time(gemms)
     predicted = gemm_layer_time(gemms.assign(time_s=_predict(gemms, device, eff)))
-    errors = measured.assign(error=np.abs(predicted["time_s"] / measured["time_s"] - 1.0))
+    return measured.assign(error=np.abs(predicted["time_s"] / measured["time_s"] - 1.0))
+
+
+def _holdout_errors(mlp: pd.DataFrame, device: str, eff: GemmEfficiency) -> pd.DataFrame:
+    """_layer_errors of every model but the training model."""
+    errors = _layer_errors(mlp, device, eff)
     return errors[errors["model"] != TRAIN_MODEL]
 
 
@@ -117,13 +135,14 @@ def test_calibrated_on_llama2_7b_predicts_every_other_model(mlp: pd.DataFrame, d
     errors = _holdout_errors(mlp, device, eff)
     per_model = errors.groupby("model")["error"].mean()
     assert len(per_model) == gemms["model"].nunique() - 1
-    assert per_model.max() <= MAX_MODEL_MAPE, per_model.to_dict()
+    assert per_model.max() <= MAX_MODEL_MAPE[device], per_model.to_dict()
     assert errors["error"].mean() <= MAX_POOLED_MAPE[device]
     # The fitted terms are physical: effective fractions below the datasheet, a floor of
-    # microseconds, an imperfect overlap and a partial tile quantization.
+    # microseconds, an imperfect overlap, partial tile and wave quantization.
     assert 0.6 < eff.bandwidth < 1.0 and 0.6 < eff.flops < 1.0
     assert 1e-6 < eff.floor_s < 2e-5
     assert 1.0 < eff.overlap_p < 4.0 and 0.2 < eff.tile_fraction < 0.8
+    assert 0.02 < eff.wave_fraction < 0.5 and eff.sm_count == SM_COUNT[device]
 
 
 @needs_data
@@ -134,6 +153,38 @@ def test_full_model_beats_three_parameter_fit(mlp: pd.DataFrame, device: str) ->
     full = _holdout_errors(mlp, device, _fit(gemms, device, GEMM_FIT_PARAMS))
     assert three["error"].mean() > 0.06
     assert full["error"].mean() < 0.6 * three["error"].mean()
+
+
+@needs_data
+@pytest.mark.parametrize("device", ["a100", "a40"])
+def test_wave_term_lowers_the_holdout_error(mlp: pd.DataFrame, device: str) -> None:
+    # Measured (pooled): A100 3.25% -> 3.16%, worst model 4.2% -> 3.8%; A40 4.32% -> 4.19%.
+    gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+    without = _holdout_errors(mlp, device, _fit(gemms, device, WITHOUT_WAVES))
+    full = _holdout_errors(mlp, device, _fit(gemms, device, GEMM_FIT_PARAMS))
+    assert full["error"].mean() < without["error"].mean() - 0.0005
+    worst_without = without.groupby("model")["error"].mean().max()
+    assert full.groupby("model")["error"].mean().max() < worst_without
+
+
+@needs_data
+@pytest.mark.parametrize(
+    ("device", "model", "low", "high"),
+    [
+        # The A40 gap is the model form, not the transfer: fitted to their own rows these two
+        # stay above 4% (measured 4.49% and 4.34%), while on the A100 the same model reaches
+        # 3.55%.
+        ("a40", "internlm/internlm-20b", 0.042, 0.048),
+        ("a40", "codellama/CodeLlama-34b-Instruct-hf", 0.041, 0.047),
+        ("a100", "internlm/internlm-20b", 0.03, 0.04),
+    ],
+)
+def test_model_fitted_to_its_own_rows(
+    mlp: pd.DataFrame, device: str, model: str, low: float, high: float
+) -> None:
+    gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+    errors = _layer_errors(mlp, device, _fit(gemms, device, GEMM_FIT_PARAMS, model))
+    assert low < errors.loc[errors["model"] == model, "error"].mean() < high
 
 
 @needs_data
