@@ -40,8 +40,9 @@ AlphaOpt = Annotated[float | None, typer.Option(
     help="Constant acceptance per position (trees: a_j = alpha (1 - alpha)^j).")]
 WorkloadOpt = Annotated[str | None, typer.Option(
     help="Workload (slug or YAML) giving the context and the acceptance profile.")]
-ContextOpt = Annotated[int | None, typer.Option(
-    help="Cached tokens per request (default: the workload's, else 2048).")]
+ContextOpt = Annotated[str | None, typer.Option(
+    help="Cached tokens per request, or a mix the batch spreads over evenly (e.g. 1024,32768); "
+    "default: the workload's, else 2048.")]
 DraftCostOpt = Annotated[float | None, typer.Option(
     help="Measured drafter cost per sequential pass, relative to one decoding step at the same "
     "batch size (overrides the cost derived from the drafter's architecture).")]
@@ -98,7 +99,7 @@ def drafters_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
 
 
 def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float | None,
-           workload: str | None, context: int | None, tp: int, draft_cost: float | None
+           workload: str | None, context: str | None, tp: int, draft_cost: float | None
            ) -> tuple[Any, Any]:
     """Load the specs and the acceptance profile a speculation command needs."""
     from specsim.drafters import load_drafter
@@ -123,7 +124,11 @@ def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float |
     else:
         raise SpecError("no acceptance: give --alpha A or --workload W (this drafter has no "
                         "published acceptance)")
-    ctx = float(context if context is not None else (load.context if load else 2048))
+    if context is not None:
+        mix = tuple(float(c) for c in parse_ints(context, "--context"))
+        ctx: float | tuple[float, ...] = mix[0] if len(mix) == 1 else mix
+    else:
+        ctx = load.context if load else 2048.0
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft, context=ctx,
                   tp=tp, draft_cost=draft_cost)
     return setup, profile
@@ -159,10 +164,15 @@ def speedup(
 
         who = setup.drafter.slug if setup.drafter else f"draft cost {setup.draft_cost}"
         speedup_figure(table, plot, title=f"{setup.target.name} on {setup.hardware.name}, "
-                       f"{who}, context {setup.context:,.0f}")
+                       f"{who}, context {_context_text(setup.context)}")
     emit(_speedup_rows(table, set(wanted)), as_json)
     if plot is not None and not as_json:
         echo(f"\nwrote {plot}")
+
+
+def _context_text(context: float | tuple[float, ...]) -> str:
+    values = context if isinstance(context, tuple) else (context,)
+    return " + ".join(f"{c:,.0f}" for c in values)
 
 
 def _speedup_rows(table: Any, wanted: set[int]) -> list[dict[str, Any]]:
@@ -238,7 +248,7 @@ def recommend(
     unfit = [c.batch for c in rec.best if not c.fits]
     if unfit:
         echo(f"does not fit in memory at batch {', '.join(map(str, unfit))} "
-             f"(context {setup.context:,.0f}, TP {setup.tp})")
+             f"(context {_context_text(setup.context)}, TP {setup.tp})")
 
 
 @acceptance_app.command("fit")

@@ -148,23 +148,29 @@ def workspace_bytes(model: Model, *, tokens: float = DEFAULT_WORKSPACE_TOKENS, t
     return float(tokens * per_token + logits)
 
 
-def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike, context: float, *,
+def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
+                context: ArrayLike, *,
                 tp: int = 1, drafter_cache: CacheLayout | None = None,
                 drafter_weights_bytes: float = 0.0,
                 memory_fraction: float = DEFAULT_MEMORY_FRACTION,
                 workspace_tokens: float = DEFAULT_WORKSPACE_TOKENS, kv_dtype: str = "bf16",
                 weight_bytes_total: float | None = None) -> MemoryPlan:
-    """Memory per GPU for `requests` concurrent requests, each holding `context` tokens."""
+    """Memory per GPU for `requests` concurrent requests, each holding `context` tokens.
+
+    context: one length, or a mix of lengths the requests spread over evenly (caches are then
+    the mean per request).
+    """
     if not 0 < memory_fraction <= 1:
         raise SpecError(f"memory fraction must be in (0, 1], got {memory_fraction}")
-    if context < 0:
-        raise SpecError(f"context must be >= 0, got {context}")
+    ctx = np.atleast_1d(np.asarray(context, dtype=np.float64))
+    if np.any(ctx < 0):
+        raise SpecError(f"context must be >= 0, got {ctx.tolist()}")
     r = np.atleast_1d(np.asarray(requests, dtype=np.float64))
-    target = kv_layout(model, tp=tp, kv_dtype=kv_dtype).bytes_per_request(context)
-    drafter = drafter_cache.bytes_per_request(context) if drafter_cache else np.float64(0.0)
+    target = kv_layout(model, tp=tp, kv_dtype=kv_dtype).bytes_per_request(ctx).mean()
+    drafter = drafter_cache.bytes_per_request(ctx).mean() if drafter_cache else np.float64(0.0)
     weights = (weight_bytes(model) if weight_bytes_total is None else weight_bytes_total) / tp
     return MemoryPlan(
-        requests=r, context=float(context), weights_bytes=weights,
+        requests=r, context=float(ctx.mean()), weights_bytes=weights,
         drafter_weights_bytes=drafter_weights_bytes / tp,
         workspace_bytes=workspace_bytes(model, tokens=workspace_tokens, tp=tp),
         target_kv_bytes=r * float(target), drafter_kv_bytes=r * float(drafter),

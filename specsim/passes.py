@@ -109,6 +109,22 @@ def decode_passes(batch: ArrayLike, context: ArrayLike = 0.0) -> PassShape:
     return uniform_passes(1.0, batch, context)
 
 
+def batch_mix_passes(tokens_per_request: ArrayLike, requests: ArrayLike, contexts: ArrayLike
+                     ) -> PassShape:
+    """S passes of `requests` requests spread evenly over the R contexts of a mix.
+
+    tokens_per_request and requests broadcast to (S,); contexts has shape (R,): each pass
+    holds requests / R requests at each context (fractional counts are expectations).
+    """
+    q, b = np.broadcast_arrays(_column(tokens_per_request, "tokens_per_request"),
+                               _column(requests, "requests"))
+    ctx = _column(contexts, "contexts")
+    shape = (q.size, ctx.size)
+    return PassShape(queries=np.broadcast_to(q[:, None], shape).copy(),
+                     contexts=np.broadcast_to(ctx[None, :], shape).copy(),
+                     counts=np.broadcast_to(b[:, None] / ctx.size, shape).copy())
+
+
 def mixed_pass(contexts: ArrayLike, queries: ArrayLike) -> PassShape:
     """One pass over requests with their own context lengths and query counts."""
     ctx, q = np.broadcast_arrays(_column(contexts, "contexts"), _column(queries, "queries"))

@@ -25,7 +25,7 @@ from specsim.errors import SpecError
 from specsim.hardware import Hardware
 from specsim.memory import memory_plan
 from specsim.models import Model
-from specsim.passes import BoolArray, FloatArray, decode_passes, uniform_passes
+from specsim.passes import BoolArray, FloatArray, batch_mix_passes
 from specsim.roofline import pass_cost
 from specsim.trees import best_first_tree
 from specsim.work import Precision
@@ -159,13 +159,15 @@ class Setup:
     draft_cost: a measured drafter cost relative to one decoding step at the same batch size,
     per sequential drafter pass; None derives it from the drafter's architecture. Without a
     drafter, a round takes one drafter pass (a parallel drafter, as in the article's tree
-    figure), or one per level with `sequential_draft`.
+    figure), or one per level with `sequential_draft`. context: cached tokens per request, or a
+    mix of contexts the batch's requests spread over evenly (the target's passes and memory
+    see each; the drafter's passes see their mean).
     """
 
     target: Model
     hardware: Hardware
     drafter: Drafter | None = None
-    context: float = 0.0
+    context: float | tuple[float, ...] = 0.0
     tp: int = 1
     draft_cost: float | None = None
     sequential_draft: bool = False
@@ -186,13 +188,14 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     grid_d = np.tile(candidates.depth, b.size)
     grid_tau = np.tile(candidates.tau, b.size)
     t = setup.target
-    baseline = pass_cost(t, setup.hardware, decode_passes(b, setup.context), tp=setup.tp,
+    contexts = np.atleast_1d(np.asarray(setup.context, dtype=np.float64))
+    baseline = pass_cost(t, setup.hardware, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
                          precision=setup.precision).time_s
     # Verification depends on (B, N) only: time each distinct N once, then gather.
     nodes, index = np.unique(candidates.nodes, return_inverse=True)
     cost = pass_cost(
         t, setup.hardware,
-        uniform_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), setup.context),
+        batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
         tp=setup.tp, precision=setup.precision)
     verify = cost.time_s.reshape(b.size, nodes.size)[:, index.ravel()]
     slowdown = setup.hardware.efficiency.tree_attention_slowdown
@@ -210,7 +213,7 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     else:
         assert setup.drafter is not None
         shape = round_shape(batch=grid_b, depth=grid_d, nodes=grid_n, accepted=grid_tau,
-                            context=setup.context)
+                            context=float(contexts.mean()))
         draft = draft_time_s(setup.drafter, setup.hardware, shape, tp=setup.tp,
                              precision=setup.precision)
     draft = np.where(grid_n > 0, draft, 0.0)
@@ -218,12 +221,13 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     return SpeedupTable(
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
-        round_overhead_s=setup.round_overhead_s, fits=_fits(setup, b), context=setup.context)
+        round_overhead_s=setup.round_overhead_s, fits=_fits(setup, b, contexts),
+        context=float(contexts.mean()))
 
 
-def _fits(setup: Setup, batch: FloatArray) -> BoolArray:
+def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
     d = setup.drafter
-    plan = memory_plan(setup.target, setup.hardware.hbm_capacity_bytes, batch, setup.context,
+    plan = memory_plan(setup.target, setup.hardware.hbm_capacity_bytes, batch, contexts,
                        tp=setup.tp, drafter_cache=d.cache_layout(tp=setup.tp) if d else None,
                        drafter_weights_bytes=d.weight_bytes() if d else 0.0,
                        memory_fraction=setup.memory_fraction)

@@ -89,3 +89,15 @@ def test_acceptance_fit_rejects_inconsistent_counters(tmp_path: Path) -> None:
     result = run("acceptance", "fit", str(bad), "--out", str(tmp_path / "w.yaml"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert not (tmp_path / "w.yaml").exists()
+
+
+def test_recommend_for_a_context_mix() -> None:
+    """Half the requests at 1k and half at 32k tokens: slower than all at 1k, faster than all
+    at 32k, at the same batch size and drafting setting."""
+    def per_user(context: str) -> float:
+        data = json.loads(ok("recommend", "--batch", "16", "--shape", "chain", "--context",
+                             context, "--json"))
+        return float(data["rows"][0]["tokens_per_s_per_user"])
+
+    short, mix, long = per_user("1024"), per_user("1024,32768"), per_user("32768")
+    assert long < mix < short

@@ -183,3 +183,21 @@ def test_fp8_weights_halve_the_weight_time() -> None:
     fp8 = decode_time_s(LLAMA8B, H100, 1, precision=Precision(weight_dtype="fp8",
                                                              compute_dtype="fp8"))[0]
     assert fp8 == pytest.approx(bf16 / 2, rel=0.02)
+
+
+def test_a_batch_mix_is_its_requests() -> None:
+    """Two requests at 1,000 and 9,000 cached tokens: the mix equals the two requests listed,
+    and on full attention (linear in the context) a uniform batch at their mean context; not on
+    sliding-window layers, where min(context, window) is not linear."""
+    from specsim.passes import batch_mix_passes
+
+    mix = pass_cost(LLAMA8B, H100, batch_mix_passes(5, 2, [1000, 9000])).time_s
+    listed = pass_cost(LLAMA8B, H100, mixed_pass([1000, 9000], [5, 5])).time_s
+    mean = pass_cost(LLAMA8B, H100, uniform_passes(5, 2, 5000)).time_s
+    assert mix == pytest.approx(listed, rel=1e-12) and mix == pytest.approx(mean, rel=1e-12)
+    oss = load_model("gpt-oss-120b")
+    mix = pass_cost(oss, H100, batch_mix_passes(1, 2, [64, 9000])).total("kv_read_bytes")
+    mean = pass_cost(oss, H100, uniform_passes(1, 2, 4532)).total("kv_read_bytes")
+    per_token = 2 * 8 * 64 * 2  # K and V per layer
+    assert mix[0] == pytest.approx(18 * per_token * (9064 + 64 + 128))
+    assert mean[0] == pytest.approx(18 * per_token * (2 * 4532 + 2 * 128))
