@@ -181,11 +181,11 @@ def wave_factor(padded_m: FloatArray, n: FloatArray, eff: GemmEfficiency) -> Flo
     """
     # Integer tile counts first, so that whole waves divide exactly (no spurious extra wave);
     # padded_m is a whole number of token tiles, or one tile when it is below one.
-    row_tiles = np.where(padded_m > 0.0, np.maximum(padded_m / eff.tile_rows, 1.0), 0.0)
-    tiles = np.ceil(row_tiles) * np.ceil(n / eff.tile_cols)
-    waves = tiles / eff.sm_count
-    idle = np.ceil(waves) - waves
-    factor: FloatArray = 1.0 + eff.wave_fraction * idle / np.where(waves > 0.0, waves, 1.0)
+    # (m = 0 has no tiles; counting it as one tile only scales a compute time of zero, and an
+    # empty shard, n = 0, gets a finite factor for the same reason.)
+    row_tiles = np.maximum(padded_m, eff.tile_rows) / eff.tile_rows
+    waves = np.maximum(row_tiles * np.ceil(n / eff.tile_cols) / eff.sm_count, 1e-300)
+    factor: FloatArray = 1.0 + eff.wave_fraction * ((np.ceil(waves) - waves) / waves)
     return factor
 
 
