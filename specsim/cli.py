@@ -22,12 +22,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-hardware_app = typer.Typer(help="Built-in GPU profiles (datasheet numbers with sources).",
-                           no_args_is_help=True)
-models_app = typer.Typer(help="Target model specs (numbers from each config.json).",
-                         no_args_is_help=True)
-app.add_typer(hardware_app, name="hardware")
-app.add_typer(models_app, name="models")
+
+
+def command_group(name: str, help_text: str) -> typer.Typer:
+    """A `specsim NAME ...` group of subcommands (list, show, ...)."""
+    group = typer.Typer(help=help_text, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group
+
+
+hardware_app = command_group("hardware", "Built-in GPU profiles (datasheet numbers with sources).")
+models_app = command_group("models", "Target model specs (numbers from each config.json).")
 
 DEFAULT_HARDWARE = "h100-sxm"
 DEFAULT_MODEL = "llama-3.1-8b"

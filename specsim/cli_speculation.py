@@ -13,6 +13,7 @@ from specsim.cli import (
     JsonOpt,
     TpOpt,
     app,
+    command_group,
     echo,
     emit,
     parse_ints,
@@ -21,12 +22,9 @@ from specsim.cli import (
 )
 from specsim.errors import SpecError
 
-drafters_app = typer.Typer(help="Built-in drafter specs (architecture numbers with sources).",
-                           no_args_is_help=True)
-acceptance_app = typer.Typer(help="Acceptance profiles measured on a running engine.",
-                             no_args_is_help=True)
-app.add_typer(drafters_app, name="drafters")
-app.add_typer(acceptance_app, name="acceptance")
+drafters_app = command_group("drafters",
+                             "Built-in drafter specs (architecture numbers with sources).")
+acceptance_app = command_group("acceptance", "Acceptance profiles measured on a running engine.")
 
 DEFAULT_DRAFTER = "dflash-qwen3-8b"
 TREE_NODES = "0,1,2,3,4,6,8,12,16,24,32,48,64,96,128,192,256,384,512,768,1024"
