@@ -7,7 +7,7 @@ per request (linear attention, a drafter's recurrent state). All sizes are per G
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -108,7 +108,7 @@ class MemoryPlan:
     drafter_kv_bytes: FloatArray
     capacity_bytes: float
     usable_bytes: float
-    per_request_bytes: float = field(default=0.0)
+    per_request_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> FloatArray:
