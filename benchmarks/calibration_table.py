@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from specsim.calibrate import calibrate, predict_s
-from specsim.gemm_model import fit_gemm_efficiency
-from specsim.hardware import load_hardware
-from specsim.measurements import from_vidur
-from specsim.plots import calibration_figure
+from specsim.measurement.calibrate import calibrate, predict_s
+from specsim.measurement.gemm_fit import fit_gemm_efficiency
+from specsim.measurement.tables import from_vidur
+from specsim.present.plots import calibration_figure
+from specsim.specs.hardware import load_hardware
 
 TRAIN = "meta-llama/Llama-2-7b-hf"
 DEVICES = (("a100", "a100-80g-sxm"), ("a40", "a40"))

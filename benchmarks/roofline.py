@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 
-from specsim.hardware import load_hardware
-from specsim.loading import builtin_names
-from specsim.models import load_model
-from specsim.roofline import forward_time_s
+from specsim.forward.cost import forward_time_s
+from specsim.specs.hardware import load_hardware
+from specsim.specs.io import builtin_names
+from specsim.specs.models import load_model
 
 REPEATS = 5
 

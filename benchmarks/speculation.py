@@ -11,13 +11,13 @@ import statistics
 import time
 from collections.abc import Callable
 
-from specsim.acceptance import rank_acceptance_geometric
-from specsim.drafters import load_drafter
-from specsim.hardware import load_hardware
-from specsim.recommend import recommend
-from specsim.speedup import Setup
-from specsim.trees import best_first_tree
-from specsim.workloads import constant_profile
+from specsim.specs.drafters import load_drafter
+from specsim.specs.hardware import load_hardware
+from specsim.specs.workloads import constant_profile
+from specsim.speculation.acceptance import rank_acceptance_geometric
+from specsim.speculation.recommend import recommend
+from specsim.speculation.speedup import Setup
+from specsim.speculation.trees import best_first_tree
 
 REPEATS = 7
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]

@@ -1,11 +1,12 @@
-"""Tests of specsim.acceptance: pinned to the seed's worked numbers, and re-derived."""
+"""Tests of specsim.speculation.acceptance: pinned to the seed's worked numbers, and re-derived."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from specsim.acceptance import (
+from specsim.errors import SpecError
+from specsim.speculation.acceptance import (
     AcceptanceProfile,
     conditional_acceptance,
     expected_accepted,
@@ -16,7 +17,6 @@ from specsim.acceptance import (
     tau_chain,
     tau_constant,
 )
-from specsim.errors import SpecError
 
 
 def tau_by_outcomes(alphas: np.ndarray) -> float:

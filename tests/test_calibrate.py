@@ -10,13 +10,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specsim.calibrate import calibrate, calibrated_yaml, holdout_summary
 from specsim.errors import SpecError
-from specsim.hardware import load_hardware
-from specsim.loading import read_yaml, write_yaml
-from specsim.measurements import from_specsim, from_vidur
-from specsim.profile_data import write_profile
-from specsim.profiling import make_backend, plan_profile, profile_metadata, run_profile, tiny_model
+from specsim.measurement.calibrate import calibrate, calibrated_yaml, holdout_summary
+from specsim.measurement.profile_csv import write_profile
+from specsim.measurement.profiling import (
+    make_backend,
+    plan_profile,
+    profile_metadata,
+    run_profile,
+    tiny_model,
+)
+from specsim.measurement.tables import from_specsim, from_vidur
+from specsim.specs.hardware import load_hardware
+from specsim.specs.io import read_yaml, write_yaml
 from tests.conftest import requires_vidur, vidur_dir
 from tests.test_cli import run
 
@@ -149,11 +155,11 @@ def test_vidur_tables_through_the_pipeline(device: str, hardware: str) -> None:
 def test_calibration_moves_the_knee_and_shrinks_trees() -> None:
     """The calibrated A100 (fitted to Vidur's tables) bends near 128 tokens, so the best
     trees get smaller than on the datasheet profile."""
-    from specsim.drafters import load_drafter
-    from specsim.recommend import recommend
-    from specsim.roofline import forward_time_s
-    from specsim.speedup import Setup
-    from specsim.workloads import constant_profile
+    from specsim.forward.cost import forward_time_s
+    from specsim.specs.drafters import load_drafter
+    from specsim.specs.workloads import constant_profile
+    from specsim.speculation.recommend import recommend
+    from specsim.speculation.speedup import Setup
 
     datasheet = load_hardware("a100-80g-sxm")
     calibrated = load_hardware("calibrated/a100-80g-sxm-vidur")

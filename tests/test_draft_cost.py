@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specsim.draft_cost import draft_passes, draft_time_s, round_shape
-from specsim.drafters import load_drafter
-from specsim.hardware import load_hardware
-from specsim.memory import own_layers_layout
+from specsim.forward.memory import own_layers_layout
+from specsim.specs.drafters import load_drafter
+from specsim.specs.hardware import load_hardware
+from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
 
 H100 = load_hardware("h100-sxm")
 BW = 3.35e12

@@ -1,4 +1,4 @@
-"""Tests of specsim.gemm_model: ideal roofline, efficiency terms, fits, validation."""
+"""Tests of specsim.forward.gemm: ideal roofline, efficiency terms, fits, validation."""
 
 from __future__ import annotations
 
@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.gemm_model import (
-    GEMM_FIT_PARAMS,
-    GemmEfficiency,
-    fit_gemm_efficiency,
-    gemm_time_s,
-    padded_tokens,
-    smooth_max,
-    wave_factor,
-)
+from specsim.forward.gemm import gemm_time_s, padded_tokens, smooth_max, wave_factor
+from specsim.measurement.gemm_fit import GEMM_FIT_PARAMS, fit_gemm_efficiency
+from specsim.specs.hardware import GemmEfficiency
 
 # H100 SXM datasheet (NVIDIA H100 Tensor Core GPU datasheet): 3.35 TB/s HBM3,
 # 989 TFLOP/s dense bf16. These are the seed article's numbers for its 8B example.

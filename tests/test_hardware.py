@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.gemm_model import gemm_time_s
-from specsim.hardware import load_hardware
-from specsim.loading import builtin_names, read_spec_file, resolve_path
+from specsim.forward.gemm import gemm_time_s
+from specsim.specs.hardware import load_hardware
+from specsim.specs.io import builtin_names, read_spec_file, resolve_path
 
 REQUIRED = {"h100-sxm", "h100-pcie", "h200", "b200", "a100-80g-sxm", "a100-40g-sxm",
             "a100-80g-pcie", "l40", "l40s", "a40", "mi300x", "mi325x"}

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from specsim.errors import SpecError
-from specsim.hf_import import import_config, read_config
-from specsim.loading import read_spec_file, write_yaml
-from specsim.models import Model, model_from_file
-from specsim.params import active_params, total_params
+from specsim.specs.hf_import import import_config, read_config
+from specsim.specs.io import read_spec_file, write_yaml
+from specsim.specs.models import Model, model_from_file
+from specsim.specs.params import active_params, total_params
 
 # Architecture keys as published in each model's config.json on the Hugging Face Hub.
 QWEN3_8B = {  # https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.hardware import load_hardware
-from specsim.memory import kv_layout, memory_plan, own_layers_layout
-from specsim.models import load_model
-from specsim.params import weight_bytes
+from specsim.forward.memory import kv_layout, memory_plan, own_layers_layout
+from specsim.specs.hardware import load_hardware
+from specsim.specs.models import load_model
+from specsim.specs.params import weight_bytes
 
 H100 = load_hardware("h100-sxm")
 

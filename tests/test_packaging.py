@@ -40,9 +40,9 @@ def test_installed_copy_finds_its_specs(wheel: Path, tmp_path: Path) -> None:
          str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     code = (
-        "import specsim, specsim.loading as l\n"
-        "from specsim.hardware import load_hardware\n"
-        "from specsim.drafters import load_drafter\n"
+        "import specsim, specsim.specs.io as l\n"
+        "from specsim.specs.hardware import load_hardware\n"
+        "from specsim.specs.drafters import load_drafter\n"
         f"assert specsim.__file__.startswith({str(site)!r}), specsim.__file__\n"
         "assert len(l.builtin_names('hardware')) >= 12\n"
         "print(load_hardware('h100-sxm').name, load_drafter('dflash-qwen3-8b').target.slug)\n"

@@ -14,13 +14,13 @@ import pandas as pd
 import pytest
 
 from specsim.errors import SpecError
-from specsim.models import load_model
-from specsim.profile_data import (
+from specsim.measurement.profile_csv import (
     PROFILE_COLUMNS,
     check_profile_matches_model,
     read_profile,
     write_profile,
 )
+from specsim.specs.models import load_model
 
 HEADER = ("device,backend,model,tp,op,op_class,dtype,m,k,n,count,batch,context,queries,mask,"
           "time_median_s,time_p10_s,time_p90_s,repeats")

@@ -18,14 +18,13 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.models import load_model
-from specsim.profile_data import (
+from specsim.measurement.profile_csv import (
     attention_allowed,
     check_profile_matches_model,
     read_profile,
     write_profile,
 )
-from specsim.profiling import (
+from specsim.measurement.profiling import (
     AttentionGrid,
     NumpyBackend,
     ProfilePoint,
@@ -37,6 +36,7 @@ from specsim.profiling import (
     run_profile,
     tiny_model,
 )
+from specsim.specs.models import load_model
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (optional: "

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from specsim.drafters import load_drafter
-from specsim.hardware import load_hardware
-from specsim.recommend import Choice, Recommendation, recommend, vllm_flag
-from specsim.speedup import Setup
-from specsim.workloads import constant_profile
+from specsim.specs.drafters import load_drafter
+from specsim.specs.hardware import load_hardware
+from specsim.specs.workloads import constant_profile
+from specsim.speculation.recommend import Choice, Recommendation, recommend, vllm_flag
+from specsim.speculation.speedup import Setup
 
 H100 = load_hardware("h100-sxm")
 

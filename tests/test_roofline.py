@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.hardware import load_hardware
-from specsim.models import load_model
-from specsim.params import param_breakdown, weight_bytes
-from specsim.passes import decode_passes, mixed_pass, uniform_passes
-from specsim.roofline import decode_time_s, forward_time_s, knee_tokens, pass_cost
+from specsim.forward.cost import decode_time_s, forward_time_s, knee_tokens, pass_cost
+from specsim.forward.shapes import decode_passes, mixed_pass, uniform_passes
+from specsim.specs.hardware import load_hardware
+from specsim.specs.models import load_model
+from specsim.specs.params import param_breakdown, weight_bytes
 
 H100 = load_hardware("h100-sxm")
 LLAMA8B = load_model("llama-3.1-8b")
@@ -177,7 +177,7 @@ def test_sliding_window_caps_the_cache_read() -> None:
 
 
 def test_fp8_weights_halve_the_weight_time() -> None:
-    from specsim.work import Precision
+    from specsim.specs.dtypes import Precision
 
     bf16 = decode_time_s(LLAMA8B, H100, 1)[0]
     fp8 = decode_time_s(LLAMA8B, H100, 1, precision=Precision(weight_dtype="fp8",
@@ -189,7 +189,7 @@ def test_a_batch_mix_is_its_requests() -> None:
     """Two requests at 1,000 and 9,000 cached tokens: the mix equals the two requests listed,
     and on full attention (linear in the context) a uniform batch at their mean context; not on
     sliding-window layers, where min(context, window) is not linear."""
-    from specsim.passes import batch_mix_passes
+    from specsim.forward.shapes import batch_mix_passes
 
     mix = pass_cost(LLAMA8B, H100, batch_mix_passes(5, 2, [1000, 9000])).time_s
     listed = pass_cost(LLAMA8B, H100, mixed_pass([1000, 9000], [5, 5])).time_s

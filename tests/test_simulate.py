@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from specsim.acceptance import rank_acceptance_geometric, tau_chain
 from specsim.errors import SpecError
-from specsim.simulate import (
+from specsim.speculation.acceptance import rank_acceptance_geometric, tau_chain
+from specsim.speculation.simulate import (
     mean_and_standard_error,
     simulate_chain,
     simulate_rounds,
     simulate_tokens,
     simulate_tree_walk,
 )
-from specsim.trees import Tree, best_first_tree, chain, ddtree
-from specsim.verification import (
+from specsim.speculation.trees import Tree, best_first_tree, chain, ddtree
+from specsim.speculation.verification import (
     EXPECTED_ACCEPTED,
     gumbel_match_probability,
     gumbel_rounds,

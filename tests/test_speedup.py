@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specsim.acceptance import rank_acceptance_geometric, tau_constant
 from specsim.errors import SpecError
-from specsim.hardware import load_hardware
-from specsim.models import load_model
-from specsim.recommend import recommend
-from specsim.speedup import (
+from specsim.specs.hardware import load_hardware
+from specsim.specs.models import load_model
+from specsim.specs.workloads import constant_profile
+from specsim.speculation.acceptance import rank_acceptance_geometric, tau_constant
+from specsim.speculation.recommend import recommend
+from specsim.speculation.speedup import (
     Setup,
     SpeedupTable,
     candidates_for,
@@ -19,7 +20,6 @@ from specsim.speedup import (
     speedup_table,
     tree_candidates,
 )
-from specsim.workloads import constant_profile
 
 H100 = load_hardware("h100-sxm")
 LLAMA8B = load_model("llama-3.1-8b")

@@ -1,4 +1,4 @@
-"""Tests of specsim.trees: brute force over all small trees, independent ancestor walks."""
+"""Tests of best-first token trees: tree tau, the builders, and brute-force optima."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from functools import cache
 import numpy as np
 import pytest
 
-from specsim.acceptance import rank_acceptance_geometric
 from specsim.errors import SpecError
-from specsim.trees import (
+from specsim.speculation.acceptance import rank_acceptance_geometric
+from specsim.speculation.trees import (
     Tree,
     best_first_tau_curve,
     best_first_tree,

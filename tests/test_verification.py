@@ -1,4 +1,4 @@
-"""Tests of specsim.verification's exact quantities: seed toy numbers and re-derivations."""
+"""Tests of the exact verification rules: the seed toy numbers and re-derivations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.verification import (
+from specsim.speculation.verification import (
     EXPECTED_ACCEPTED,
     VERIFICATION_RULES,
     block_expected_accepted,

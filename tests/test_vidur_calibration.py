@@ -33,8 +33,15 @@ import pandas as pd
 import pytest
 
 from specsim.errors import SpecError
-from specsim.gemm_model import GEMM_FIT_PARAMS, GemmEfficiency, fit_gemm_efficiency, gemm_time_s
-from specsim.vidur import GEMM_OPS, gemm_layer_time, read_vidur_attention, read_vidur_mlp
+from specsim.forward.gemm import gemm_time_s
+from specsim.measurement.gemm_fit import GEMM_FIT_PARAMS, fit_gemm_efficiency
+from specsim.measurement.vidur import (
+    GEMM_OPS,
+    gemm_layer_time,
+    read_vidur_attention,
+    read_vidur_mlp,
+)
+from specsim.specs.hardware import GemmEfficiency
 
 
 def _vidur_dir() -> Path:

@@ -1,4 +1,4 @@
-"""Tests of specsim.vllm_metrics with hand-written metrics pages and log lines.
+"""Tests of specsim.measurement.vllm_metrics with hand-written metrics pages and log lines.
 
 Formats follow vLLM's vllm/v1/spec_decode/metrics.py (counter names, the position label, and
 the "SpecDecoding metrics:" log line in its versions with and without throughputs).
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.vllm_metrics import (
+from specsim.measurement.vllm_metrics import (
     SpecDecodeCounts,
     parse_log_line,
     parse_prometheus_metrics,

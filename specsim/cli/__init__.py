@@ -1,0 +1,40 @@
+"""The `specsim` command line: thin commands that parse, call the library, and render.
+
+Each command family lives in its own module and registers itself on the shared typer app
+(`common.app`) when imported; `main` turns bad input into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from specsim.cli import forward, measurement, specs, speculation  # noqa: F401  (registers)
+from specsim.cli.common import app
+from specsim.errors import SpecError
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Entry point: bad input becomes one line on stderr and a non-zero exit, never a traceback."""
+    try:
+        code = app(standalone_mode=False)
+    except SpecError as err:
+        typer.echo(f"specsim: error: {err}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("specsim: interrupted", err=True)
+        sys.exit(130)
+    except Exception as err:
+        # Usage errors of the (vendored) click parser: they know how to phrase themselves.
+        format_message = getattr(err, "format_message", None)
+        if not callable(format_message):
+            raise
+        if type(err).__name__ == "NoArgsIsHelpError":  # bare `specsim`: show the help
+            typer.echo(format_message())
+            sys.exit(0)
+        typer.echo(f"specsim: error: {format_message()}", err=True)
+        sys.exit(int(getattr(err, "exit_code", 2) or 2))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,95 @@
+"""What every command shares: the typer app, option types, list parsing, output helpers.
+
+Heavy libraries (numpy, pandas, matplotlib) are imported inside the commands, so that
+`specsim --help` starts fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from specsim.errors import SpecError
+
+app = typer.Typer(
+    name="specsim",
+    help="Predict how fast speculative decoding of an LLM runs on a GPU, before renting one.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def command_group(name: str, help_text: str) -> typer.Typer:
+    """A `specsim NAME ...` group of subcommands (list, show, ...)."""
+    group = typer.Typer(help=help_text, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group
+
+
+
+DEFAULT_HARDWARE = "h100-sxm"
+DEFAULT_MODEL = "llama-3.1-8b"
+
+HardwareOpt = Annotated[str, typer.Option(
+    "--hardware", "-H",
+    help="GPU profile: a built-in slug (`specsim hardware list`) or a YAML path.")]
+ModelOpt = Annotated[str, typer.Option(
+    "--model", "-m", help="Target model: a built-in slug (`specsim models list`) or a YAML path.")]
+TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree (GPUs per replica).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON rows.")]
+
+
+def echo(text: str) -> None:
+    typer.echo(text)
+
+
+def parse_ints(text: str, option: str) -> list[int]:
+    """'1,8,32' or '0-64' or '0-1024:8' (range with step) into a list of ints."""
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part[1:]:
+                span, _, step = part.partition(":")
+                lo, hi = span.split("-", 1)
+                values.extend(range(int(lo), int(hi) + 1, int(step) if step else 1))
+            elif part:
+                values.append(int(part))
+        except ValueError:
+            raise SpecError(f"option {option}: cannot read {part!r} (use e.g. 1,8,32 or 0-64)") \
+                from None
+    if not values or any(v < 0 for v in values):
+        raise SpecError(f"option {option}: need one or more non-negative integers, got {text!r}")
+    return values
+
+
+def _load(hardware: str, model: str) -> tuple[Any, Any]:
+    from specsim.specs.hardware import load_hardware
+    from specsim.specs.models import load_model
+
+    return load_hardware(hardware), load_model(model)
+
+
+def _load_drafter(name: str, target: Any) -> Any:
+    from specsim.specs.drafters import load_drafter
+
+    return load_drafter(name, target=target)
+
+
+def to_table(rows: list[dict[str, Any]]) -> str:
+    from specsim.present import render
+
+    return render.table(rows)
+
+
+def to_json(rows: Any) -> str:
+    from specsim.present import render
+
+    return render.to_json(rows)
+
+
+def emit(rows: list[dict[str, Any]], as_json: bool) -> None:
+    echo(to_json(rows) if as_json else to_table(rows))

@@ -1,0 +1,194 @@
+"""CLI commands that meet real hardware: profile (time kernels here) and calibrate (fit)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from specsim.cli.common import HardwareOpt, JsonOpt, TpOpt, app, echo, to_json, to_table
+from specsim.errors import SpecError
+
+TINY = "tiny"  # a 4-layer toy model for quick CPU runs of the whole loop
+
+
+def _model(name: str) -> Any:
+    from specsim.measurement.profiling import tiny_model
+    from specsim.specs.models import load_model
+
+    return tiny_model() if name == TINY else load_model(name)
+
+
+class _Progress:
+    """A one-line progress bar on stderr (a line every 10% when stderr is not a terminal)."""
+
+    def __init__(self, title: str) -> None:
+        self.title, self.start, self.shown = title, time.perf_counter(), -1
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        tenth = 10 * done // total
+        if not self.tty and tenth == self.shown and done != total:
+            return
+        self.shown = tenth
+        bar = "#" * (30 * done // total)
+        elapsed = time.perf_counter() - self.start
+        line = f"{self.title} [{bar:<30}] {done}/{total} {elapsed:5.1f}s {label[:40]:<40}"
+        sys.stderr.write(("\r" + line) if self.tty else line + "\n")
+        if self.tty and done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+@app.command()
+def profile(
+    model: Annotated[str, typer.Option(
+        "--model", "-m", help=f"Model whose shapes to time (slug, YAML, or '{TINY}').")],
+    out: Annotated[Path, typer.Option(help="Profile CSV to write.")],
+    device: Annotated[str | None, typer.Option(
+        help="cuda or cpu (default: cuda when torch sees a GPU).")] = None,
+    backend: Annotated[str | None, typer.Option(
+        help="torch or numpy (default: torch when installed, else numpy on the CPU).")] = None,
+    dtype: Annotated[str | None, typer.Option(
+        help="Expected dtype: bf16 on CUDA, fp32 on the CPU (the backend decides).")] = None,
+    tp: TpOpt = 1,
+    quick: Annotated[bool, typer.Option(help="A short grid (seconds on a CPU).")] = False,
+    max_tokens: Annotated[int | None, typer.Option(help="Cap the GEMM token grid.")] = None,
+    repeats: Annotated[int, typer.Option(help="Timed runs per kernel (median, p10, p90).")]
+    = 20,
+    warmup: Annotated[int, typer.Option(help="Untimed runs first.")] = 5,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
+) -> None:
+    """Time the kernels T(n) is made of, for a model's shapes, on this machine's device."""
+    from specsim.measurement.profile_csv import write_profile
+    from specsim.measurement.profiling import (
+        make_backend,
+        plan_profile,
+        profile_metadata,
+        run_profile,
+    )
+
+    if out.exists() and not force:
+        raise SpecError(f"{out}: exists; pass --force to overwrite")
+    spec = _model(model)
+    kind = backend or _default_backend(device)
+    engine = make_backend(kind, device)
+    if dtype is not None and dtype != engine.dtype:
+        raise SpecError(f"option --dtype: the {kind} backend on {engine.device_name} times "
+                        f"{engine.dtype}, not {dtype}")
+    points = plan_profile(spec, tp=tp, quick=quick, max_tokens=max_tokens)
+    frame = run_profile(points, engine, repeats=repeats, warmup=warmup,
+                        progress=_Progress(f"profiling {spec.slug}"))
+    command = "specsim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    meta = profile_metadata(spec, tp=tp, backend=engine, repeats=repeats, warmup=warmup,
+                            command=command)
+    write_profile(frame, out, meta, force=force)
+    echo(f"wrote {out}: {len(frame)} points on {engine.device_name} ({engine.dtype})")
+
+
+def _default_backend(device: str | None) -> str:
+    if device == "cpu":
+        return "numpy"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        if device and device.startswith("cuda"):
+            raise SpecError('torch is not installed: pip install "specsim[profile]" '
+                            "(or use --device cpu)") from None
+        return "numpy"
+    return "torch"
+
+
+@app.command()
+def calibrate(
+    profile_path: Annotated[Path, typer.Argument(
+        metavar="PROFILE", help="A profile CSV (specsim format) or a Vidur profiling folder.")],
+    out: Annotated[Path, typer.Option(help="Calibrated hardware YAML to write.")],
+    hardware: HardwareOpt = "a100-80g-sxm",
+    fmt: Annotated[str, typer.Option("--format", help="specsim or vidur.")] = "specsim",
+    device: Annotated[str | None, typer.Option(
+        help="Vidur device folder (a100, a40); default: from the hardware slug.")] = None,
+    train: Annotated[list[str] | None, typer.Option(
+        help="Train on these models (repeat the option); the others are held out. Default: "
+        "every model, holding out every third point of each grid.")] = None,
+    model: Annotated[str | None, typer.Option(
+        help="Check that a specsim profile has this model's shapes.")] = None,
+    tp: TpOpt = 1,
+    predictions: Annotated[Path | None, typer.Option(
+        help="Write one row per measured point: shape, measured, predicted, split.")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write measured vs datasheet vs calibrated GEMM time per layer (PNG).")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite existing output files.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit effective bandwidth, flops and overheads to measured kernels; write the profile."""
+    from specsim.measurement.calibrate import calibrate as fit
+    from specsim.measurement.calibrate import calibrated_yaml, holdout_summary
+    from specsim.measurement.tables import read_measurements
+    from specsim.specs.hardware import load_hardware
+    from specsim.specs.io import read_yaml, write_yaml
+
+    for target in (out, predictions, plot):
+        if target is not None and target.exists() and not force:
+            raise SpecError(f"{target}: exists; pass --force to overwrite")
+    hw = load_hardware(hardware)
+    vidur_device = device or hw.slug.split("-")[0]
+    points = read_measurements(profile_path, fmt, device=vidur_device)
+    if model is not None:
+        from specsim.measurement.profile_csv import check_profile_matches_model
+
+        check_profile_matches_model(points, _model(model), tp, source=str(profile_path))
+    split_rule = f"trained on {', '.join(train)}" if train else \
+        "every third point of each grid held out"
+    result = fit(points, hw, train_models=train, source="pending")
+    held = holdout_summary(result)
+    summary = ", ".join(f"{k} {v:.1f}%" for k, v in held.items())
+    data = "Vidur's public profiling tables (github.com/microsoft/vidur, data/profiling)" \
+        if fmt == "vidur" else f"profile {profile_path}"
+    source = (f"specsim calibrate on {data}: {len(points)} points, {split_rule}; "
+              f"held-out MAPE: {summary}")
+    document = calibrated_yaml(read_yaml(Path(hw.path)), result, source=source)
+    if predictions is not None:
+        _write_csv(_prediction_rows(result.points), predictions)
+    if plot is not None:
+        from specsim.present.plots import calibration_figure
+
+        calibration_figure(result.points, plot, title=f"{hw.name}: {profile_path.name}")
+    write_yaml(out, document, force=force)
+    _report(result, out, as_json)
+
+
+def _prediction_rows(points: Any) -> Any:
+    columns = ["model", "tp", "op", "op_class", "dtype", "m", "k", "n", "count", "batch",
+               "context", "queries", "mask", "time_s", "predicted_s", "datasheet_s", "split"]
+    return points[columns].rename(columns={"time_s": "measured_s"})
+
+
+def _write_csv(frame: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        frame.to_csv(tmp, index=False, float_format="%.7g")
+        tmp.replace(path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise SpecError(f"{path}: cannot write ({err.strerror})") from None
+
+
+def _report(result: Any, out: Path, as_json: bool) -> None:
+    errors = result.errors.round(2).to_dict("records")
+    layers = result.layer_errors.round(2).to_dict("records") if len(result.layer_errors) else []
+    if as_json:
+        echo(to_json({"errors": errors, "summed_gemm_errors": layers,
+                      "tree_attention_slowdown": result.tree_attention_slowdown,
+                      "out": str(out)}))
+        return
+    echo(to_table(errors))
+    if layers:
+        echo("\nGEMM time summed per (model, TP, n), e.g. one layer's weight GEMMs:")
+        echo(to_table(layers))
+    echo(f"\ntree-masked / causal attention: {result.tree_attention_slowdown:.2f}x")
+    echo(f"wrote {out}")

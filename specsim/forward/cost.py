@@ -1,0 +1,165 @@
+"""T(n): the time of a forward pass, op by op, on one GPU (a tensor-parallel shard).
+
+Each op takes t = max(bytes / bandwidth, flops / peak_flops) (plus a floor once calibrated);
+the pass takes the sum over ops and layers plus a per-pass overhead. On a datasheet profile
+this is the idealized curve of the article: flat while weight reads dominate, linear once the
+tokens in the pass exceed the ops:byte ratio. Weight GEMMs go through `gemm_model`, which a
+calibrated profile bends to the measured curve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from specsim.forward.gemm import gemm_time_s
+from specsim.forward.ops import Op, pass_work
+from specsim.forward.shapes import BoolArray, FloatArray, PassShape, decode_passes, uniform_passes
+from specsim.specs.dtypes import Precision
+from specsim.specs.hardware import Hardware
+from specsim.specs.models import Model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpCost:
+    """An op's work and its time on one GPU; arrays (S,), time per layer instance.
+
+    bandwidth_bytes_per_s, flops_per_s: the effective rates the op ran at, which decide the
+    bound that holds (compute when its flops take longer than its bytes).
+    """
+
+    op: Op
+    time_s: FloatArray
+    bandwidth_bytes_per_s: float
+    flops_per_s: float
+
+    @property
+    def total_time_s(self) -> FloatArray:
+        return self.time_s * self.op.layers
+
+    @property
+    def compute_bound(self) -> BoolArray:
+        if self.op.op_class == "communication":
+            return np.zeros(self.time_s.shape, dtype=bool)
+        return np.asarray(self.op.flops / self.flops_per_s > self.op.bytes_
+                          / self.bandwidth_bytes_per_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PassCost:
+    """Time of S forward passes, with the per-op records it is made of."""
+
+    ops: tuple[OpCost, ...]
+    tokens: FloatArray
+    overhead_s: float
+
+    @property
+    def time_s(self) -> FloatArray:
+        """Seconds per pass, (S,)."""
+        total = np.full(self.tokens.shape, self.overhead_s)
+        for c in self.ops:
+            total += c.time_s * c.op.layers
+        return total
+
+    def total(self, field: str) -> FloatArray:
+        """Sum of an Op byte/flop field over ops and layers, (S,)."""
+        total: FloatArray = np.sum([getattr(c.op, field) * c.op.layers for c in self.ops], axis=0)
+        return total
+
+    @property
+    def bytes_(self) -> FloatArray:
+        return self.total("bytes_")
+
+    @property
+    def flops(self) -> FloatArray:
+        return self.total("flops")
+
+    @property
+    def compute_bound(self) -> BoolArray:
+        """True where compute-bound ops take more of the pass than memory-bound ones, (S,)."""
+        compute = np.sum([c.total_time_s * c.compute_bound for c in self.ops], axis=0)
+        return np.asarray(compute > 0.5 * (self.time_s - self.overhead_s))
+
+    def by_op(self) -> dict[str, FloatArray]:
+        """Seconds per pass spent in each named op (all layers), (S,) each."""
+        out: dict[str, FloatArray] = {}
+        for c in self.ops:
+            out[c.op.name] = out.get(c.op.name, 0.0) + c.total_time_s
+        return out
+
+
+def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -> OpCost:
+    """Time one op on `hw`, by its class."""
+    eff = hw.efficiency
+    bw, peak = hw.hbm_bandwidth_bytes_per_s, hw.flops_per_s(compute_dtype)
+    if op.op_class == "gemm":
+        time = gemm_time_s(
+            op.gemm_m, op.gemm_k, op.gemm_n, weight_bytes_per_param=op.weight_bytes_per_param,
+            act_bytes_per_elem=op.act_bytes_per_elem, bandwidth_bytes_per_s=bw,
+            flops_per_s=peak, eff=eff.gemm)
+        if op.gemm_count is not None:
+            time = op.gemm_count * time
+        return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * eff.gemm.bandwidth,
+                      flops_per_s=peak * eff.gemm.flops)
+    if op.op_class == "communication":
+        return OpCost(op=op, time_s=collective_time_s(op.bytes_, hw, tp),
+                      bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
+                      flops_per_s=peak)
+    roof = eff.attention if op.op_class == "attention" else eff.memory
+    bytes_ = op.bytes_
+    memory_s = bytes_ / (bw * roof.bandwidth)
+    compute_s = op.flops / (peak * roof.flops)
+    time = np.maximum(memory_s, compute_s)
+    if roof.floor_s:
+        time = time + roof.floor_s * (bytes_ + op.flops > 0)
+    return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * roof.bandwidth,
+                  flops_per_s=peak * roof.flops)
+
+
+def pass_cost(model: Model, hw: Hardware, shape: PassShape, *, tp: int = 1,
+              precision: Precision | None = None) -> PassCost:
+    """Time S forward passes of `model` on `hw` with TP-way tensor parallelism."""
+    precision = precision or Precision()
+    ops = pass_work(model, shape, tp=tp, precision=precision)
+    costs = tuple(op_cost(op, hw, compute_dtype=precision.compute_dtype, tp=tp) for op in ops)
+    return PassCost(ops=costs, tokens=shape.tokens, overhead_s=hw.efficiency.pass_overhead_s)
+
+
+def collective_time_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
+    """Ring all-reduce of `bytes_` over `tp` GPUs: latency + 2 (tp - 1)/tp bytes / link bw."""
+    if tp <= 1:
+        return np.zeros_like(bytes_)
+    ring = 2.0 * (tp - 1) / tp * bytes_ / hw.interconnect_bandwidth_bytes_per_s
+    return np.asarray(hw.interconnect_latency_s + ring, dtype=np.float64)
+
+
+def forward_time_s(model: Model, hw: Hardware, tokens: ArrayLike, *, context: ArrayLike = 0.0,
+                   tokens_per_request: ArrayLike = 1.0, tp: int = 1,
+                   precision: Precision | None = None) -> FloatArray:
+    """T(n): seconds of a pass scoring n tokens in total, `tokens_per_request` per request.
+
+    tokens: n, scalar or (S,); requests = n / tokens_per_request (fractional in expectation);
+    context: cached tokens per request. Returns seconds, shape (S,).
+    """
+    n = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
+    q = np.asarray(tokens_per_request, dtype=np.float64)
+    shape = uniform_passes(q, n / q, context)
+    return pass_cost(model, hw, shape, tp=tp, precision=precision).time_s
+
+
+def decode_time_s(model: Model, hw: Hardware, batch: ArrayLike, *, context: ArrayLike = 0.0,
+                  tp: int = 1, precision: Precision | None = None) -> FloatArray:
+    """Seconds of one plain decoding step for `batch` requests at `context` cached tokens."""
+    return pass_cost(model, hw, decode_passes(batch, context), tp=tp, precision=precision).time_s
+
+
+def knee_tokens(model: Model, hw: Hardware, *, context: float = 0.0, tp: int = 1,
+                precision: Precision | None = None, max_tokens: int = 1 << 16) -> int:
+    """Smallest n at which the pass turns compute-bound (0 if it never does up to max_tokens)."""
+    n = np.arange(1, max_tokens + 1, dtype=np.float64)
+    shape = uniform_passes(1.0, n, context)
+    bound = pass_cost(model, hw, shape, tp=tp, precision=precision).compute_bound
+    hits = np.flatnonzero(bound)
+    return int(n[hits[0]]) if hits.size else 0

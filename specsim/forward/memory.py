@@ -1,0 +1,179 @@
+"""GPU memory: weights, the target's KV cache, a drafter's cache, activations, max concurrency.
+
+A cache is described by its layout: segments of layers that store `bytes_per_token` per cached
+token (full attention: every token; sliding window: at most `window` tokens) plus a fixed state
+per request (linear attention, a drafter's recurrent state). All sizes are per GPU of a TP group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from specsim.errors import SpecError
+from specsim.forward.shapes import BoolArray, FloatArray
+from specsim.specs.dtypes import BYTES_PER_PARAM
+from specsim.specs.models import Model
+from specsim.specs.params import weight_bytes
+
+# vLLM's default `gpu_memory_utilization`: the share of HBM the engine may take.
+DEFAULT_MEMORY_FRACTION = 0.9
+# Tokens of the largest pass the engine plans its activation workspace for (vLLM's
+# `max_num_batched_tokens` under chunked prefill is of this order; override per engine).
+DEFAULT_WORKSPACE_TOKENS = 8192
+# vLLM's default `max_num_seqs`: the most sequences scheduled in one pass.
+DEFAULT_MAX_SEQS = 256
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheSegment:
+    """Layers that cache `bytes_per_token` (summed over those layers) for up to `window` tokens."""
+
+    bytes_per_token: float
+    window: float = np.inf
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheLayout:
+    """Per-request cache of a model or drafter on one GPU."""
+
+    segments: tuple[CacheSegment, ...] = ()
+    fixed_bytes_per_request: float = 0.0
+
+    def bytes_per_request(self, context: ArrayLike) -> FloatArray:
+        """Bytes cached for one request holding `context` tokens, same shape as context."""
+        ctx = np.asarray(context, dtype=np.float64)
+        total = np.full_like(ctx, self.fixed_bytes_per_request)
+        for seg in self.segments:
+            total = total + seg.bytes_per_token * np.minimum(ctx, seg.window)
+        return total
+
+    def __add__(self, other: CacheLayout) -> CacheLayout:
+        return CacheLayout(segments=self.segments + other.segments,
+                           fixed_bytes_per_request=self.fixed_bytes_per_request
+                           + other.fixed_bytes_per_request)
+
+
+def attention_layer_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
+                                       ) -> float:
+    """Bytes one attention layer caches per token on one GPU (K and V, or MLA's latent)."""
+    kvb = BYTES_PER_PARAM[kv_dtype]
+    if model.mla is not None:
+        return model.mla.cache_elems_per_token * kvb  # replicated on every TP rank
+    return 2.0 * max(1, model.num_kv_heads // tp) * model.head_dim * kvb
+
+
+def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "fp32",
+              layers: int | None = None) -> CacheLayout:
+    """Cache layout of a model (or of its first `layers` layers, for layer-sliced drafters)."""
+    kinds = model.layer_types if layers is None else model.layer_types[:layers]
+    per_layer = attention_layer_kv_bytes_per_token(model, tp=tp, kv_dtype=kv_dtype)
+    full = kinds.count("full_attention")
+    sliding = kinds.count("sliding_attention")
+    segments = [CacheSegment(bytes_per_token=full * per_layer)] if full else []
+    if sliding:
+        segments.append(CacheSegment(bytes_per_token=sliding * per_layer,
+                                     window=model.sliding_window))
+    fixed = 0.0
+    linear = kinds.count("linear_attention")
+    if linear and model.linear_attention is not None:
+        la = model.linear_attention
+        per = la.state_elems * BYTES_PER_PARAM[state_dtype] \
+            + la.conv_state_elems * BYTES_PER_PARAM[kv_dtype]
+        fixed = linear * per / tp
+    return CacheLayout(segments=tuple(segments), fixed_bytes_per_request=fixed)
+
+
+def own_layers_layout(*, layers: int, kv_heads: int, head_dim: int, kv_dtype: str = "bf16",
+                      tp: int = 1, window: float = np.inf) -> CacheLayout:
+    """A drafter that keeps K and V of its own `layers` for the whole context (DFlash-style)."""
+    per_token = 2.0 * layers * max(1, kv_heads // tp) * head_dim * BYTES_PER_PARAM[kv_dtype]
+    return CacheLayout(segments=(CacheSegment(bytes_per_token=per_token, window=window),))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryPlan:
+    """Memory of serving `requests` concurrent requests at `context` tokens on one GPU.
+
+    Arrays have the shape of `requests`; bytes throughout.
+    """
+
+    requests: FloatArray
+    context: float
+    weights_bytes: float
+    drafter_weights_bytes: float
+    workspace_bytes: float
+    target_kv_bytes: FloatArray
+    drafter_kv_bytes: FloatArray
+    capacity_bytes: float
+    usable_bytes: float
+    per_request_bytes: float = 0.0
+
+    @property
+    def total_bytes(self) -> FloatArray:
+        fixed = self.weights_bytes + self.drafter_weights_bytes + self.workspace_bytes
+        return fixed + self.target_kv_bytes + self.drafter_kv_bytes
+
+    @property
+    def fits(self) -> BoolArray:
+        return self.total_bytes <= self.usable_bytes
+
+    @property
+    def max_requests(self) -> int:
+        """Most concurrent requests at this context that fit in the usable memory."""
+        free = self.usable_bytes - self.weights_bytes - self.drafter_weights_bytes \
+            - self.workspace_bytes
+        if free < 0:
+            return 0
+        if self.per_request_bytes <= 0:
+            raise SpecError("per-request cache is zero: concurrency is not bounded by memory")
+        return int(np.floor(free / self.per_request_bytes))
+
+
+def workspace_bytes(model: Model, *, tokens: float = DEFAULT_WORKSPACE_TOKENS, tp: int = 1,
+                    activation_dtype: str = "bf16") -> float:
+    """Peak activations of a pass over `tokens` tokens: one layer's live tensors plus logits.
+
+    Per token: hidden state and residual (2 d), the QKV output (about 2 d) and the MLP's gate
+    and up outputs (2 ff / TP; for MoE the k active experts' share), in the activation dtype.
+    Logits: fp32 rows for at most DEFAULT_MAX_SEQS positions (a prefill-heavy pass samples one
+    position per sequence).
+    """
+    ab = BYTES_PER_PARAM[activation_dtype]
+    ff = model.moe.expert_intermediate_size * model.moe.experts_per_token if model.moe \
+        else model.intermediate_size
+    per_token = (4.0 * model.hidden_size + 2.0 * ff / tp) * ab
+    logits = min(tokens, DEFAULT_MAX_SEQS) * model.vocab_size * 4.0 / tp
+    return float(tokens * per_token + logits)
+
+
+def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
+                context: ArrayLike, *,
+                tp: int = 1, drafter_cache: CacheLayout | None = None,
+                drafter_weights_bytes: float = 0.0,
+                memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+                workspace_tokens: float = DEFAULT_WORKSPACE_TOKENS, kv_dtype: str = "bf16",
+                weight_bytes_total: float | None = None) -> MemoryPlan:
+    """Memory per GPU for `requests` concurrent requests, each holding `context` tokens.
+
+    context: one length, or a mix of lengths the requests spread over evenly (caches are then
+    the mean per request).
+    """
+    if not 0 < memory_fraction <= 1:
+        raise SpecError(f"memory fraction must be in (0, 1], got {memory_fraction}")
+    ctx = np.atleast_1d(np.asarray(context, dtype=np.float64))
+    if np.any(ctx < 0):
+        raise SpecError(f"context must be >= 0, got {ctx.tolist()}")
+    r = np.atleast_1d(np.asarray(requests, dtype=np.float64))
+    target = kv_layout(model, tp=tp, kv_dtype=kv_dtype).bytes_per_request(ctx).mean()
+    drafter = drafter_cache.bytes_per_request(ctx).mean() if drafter_cache else np.float64(0.0)
+    weights = (weight_bytes(model) if weight_bytes_total is None else weight_bytes_total) / tp
+    return MemoryPlan(
+        requests=r, context=float(ctx.mean()), weights_bytes=weights,
+        drafter_weights_bytes=drafter_weights_bytes / tp,
+        workspace_bytes=workspace_bytes(model, tokens=workspace_tokens, tp=tp),
+        target_kv_bytes=r * float(target), drafter_kv_bytes=r * float(drafter),
+        capacity_bytes=hbm_capacity_bytes, usable_bytes=memory_fraction * hbm_capacity_bytes,
+        per_request_bytes=float(target + drafter))

@@ -1,0 +1,287 @@
+"""The work of one forward pass, op by op: bytes moved and flops, before any hardware is known.
+
+Each op of a decoder layer (and the few ops outside the layers) becomes an `Op` record with
+its weight, activation, KV-read and KV-write bytes and its flops, as arrays over the S passes
+of a `PassShape`. Weight GEMMs also keep their shape (m x k times k x n, `count` of them),
+which calibrated GEMM models need. Tensor parallelism splits heads, MLP and experts over TP
+GPUs; the records describe ONE GPU's shard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specsim.errors import SpecError
+from specsim.forward.shapes import FloatArray, PassShape
+from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
+from specsim.specs.models import Model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Op:
+    """One op on one GPU, repeated in `layers` layers; arrays have shape (S,).
+
+    gemm_m/k/n/count: for weight GEMMs, `count` GEMMs of (m x k) @ (k x n) each (a grouped
+    expert GEMM has fractional expected count; None = one GEMM); zero for other ops.
+    """
+
+    name: str
+    op_class: str
+    layers: int
+    weight_bytes: FloatArray
+    activation_bytes: FloatArray
+    kv_read_bytes: FloatArray
+    kv_write_bytes: FloatArray
+    flops: FloatArray
+    gemm_m: FloatArray
+    gemm_k: float = 0.0
+    gemm_n: float = 0.0
+    gemm_count: FloatArray | None = None
+    weight_bytes_per_param: float = 0.0
+    act_bytes_per_elem: float = 0.0
+
+    @property
+    def bytes_(self) -> FloatArray:
+        return self.weight_bytes + self.activation_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+
+def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens: FloatArray
+                              ) -> FloatArray:
+    """Expected experts touched by n tokens routed uniformly, k of E each: E (1 - (1 - k/E)^n)."""
+    miss = 1.0 - experts_per_token / num_experts
+    return num_experts * (1.0 - np.power(miss, tokens))
+
+
+class _Builder:
+    """Collects the ops of a pass for one model, shape, TP degree and precision."""
+
+    def __init__(self, model: Model, shape: PassShape, tp: int, precision: Precision) -> None:
+        self.model, self.shape, self.tp = model, shape, tp
+        self.n = shape.tokens
+        self.zero = np.broadcast_to(0.0, self.n.shape)
+        self.wb = BYTES_PER_PARAM[precision.weight_dtype or model.weight_dtype]
+        self.expert_wb = (BYTES_PER_PARAM[precision.weight_dtype] if precision.weight_dtype
+                          else model.expert_bytes_per_param)
+        self.ab = BYTES_PER_PARAM[precision.activation_dtype]
+        self.kvb = BYTES_PER_PARAM[precision.kv_dtype]
+        self.sb = BYTES_PER_PARAM[precision.state_dtype]
+        self.ops: list[Op] = []
+
+    def gemm(self, name: str, layers: int, k: float, n_out: float, *, m: FloatArray | None = None,
+             count: FloatArray | None = None, wb: float | None = None) -> None:
+        """`count` GEMMs (m x k) @ (k x n_out); m defaults to the pass's tokens, count to 1."""
+        if layers == 0:
+            return
+        m = self.n if m is None else m
+        wb = self.wb if wb is None else wb
+        shape = self.n.shape
+        if count is None:  # one GEMM: weights are a constant, activations and flops scale with m
+            weight = np.broadcast_to(k * n_out * wb, shape)
+            activation, flops = m * ((k + n_out) * self.ab), m * (2.0 * k * n_out)
+        else:
+            weight = count * (k * n_out * wb)
+            activation, flops = count * m * ((k + n_out) * self.ab), count * m * (2.0 * k * n_out)
+        self.ops.append(Op(
+            name=name, op_class="gemm", layers=layers, weight_bytes=weight,
+            activation_bytes=activation, kv_read_bytes=self.zero, kv_write_bytes=self.zero,
+            flops=flops, gemm_m=m, gemm_k=float(k), gemm_n=float(n_out), gemm_count=count,
+            weight_bytes_per_param=wb, act_bytes_per_elem=self.ab))
+
+    def other(self, name: str, op_class: str, layers: int, *, activation: FloatArray | None = None,
+              kv_read: FloatArray | None = None, kv_write: FloatArray | None = None,
+              flops: FloatArray | None = None) -> None:
+        if layers == 0:
+            return
+        z = self.zero
+        self.ops.append(Op(
+            name=name, op_class=op_class, layers=layers, weight_bytes=z,
+            activation_bytes=z if activation is None else activation,
+            kv_read_bytes=z if kv_read is None else kv_read,
+            kv_write_bytes=z if kv_write is None else kv_write,
+            flops=z if flops is None else flops, gemm_m=z))
+
+
+def _check_tp(model: Model, tp: int) -> None:
+    h, kvh = model.num_attention_heads, model.num_kv_heads
+    if tp < 1 or h % tp:
+        raise SpecError(f"tensor parallel degree {tp} must divide the {h} attention heads "
+                        f"of {model.name}")
+    if kvh % tp and tp % kvh:
+        raise SpecError(f"tensor parallel degree {tp} and the {kvh} KV heads of {model.name} "
+                        "must divide one another")
+
+
+def pass_work(model: Model, shape: PassShape, *, tp: int = 1,
+              precision: Precision | None = None) -> list[Op]:
+    """All ops of S forward passes of `model` on one GPU of a TP group."""
+    _check_tp(model, tp)
+    b = _Builder(model, shape, tp, precision or Precision())
+    counts = model.layer_counts
+    attn_layers = counts["full_attention"] + counts["sliding_attention"]
+    if model.mla is not None:
+        _mla_projections(b, attn_layers)
+    else:
+        _attention_projections(b, attn_layers)
+    _attention_kernels(b)
+    _linear_attention(b, counts["linear_attention"])
+    _mlp(b)
+    _layer_glue(b)
+    _outside_layers(b)
+    return b.ops
+
+
+def _attention_projections(b: _Builder, layers: int) -> None:
+    m, tp = b.model, b.tp
+    q_out = m.q_heads_dim * (2 if m.attention_output_gate else 1) / tp
+    kv_out = 2 * max(1, m.num_kv_heads // tp) * m.head_dim
+    b.gemm("qkv_proj", layers, m.hidden_size, q_out + kv_out)
+    b.gemm("o_proj", layers, m.q_heads_dim / tp, m.hidden_size)
+
+
+def _mla_projections(b: _Builder, layers: int) -> None:
+    """MLA: replicated down-projections to the latents, head-split up-projections."""
+    m, tp = b.model, b.tp
+    mla = m.mla
+    assert mla is not None
+    heads = m.num_attention_heads / tp
+    b.gemm("mla_down_proj", layers, m.hidden_size, mla.q_lora_rank + mla.cache_elems_per_token)
+    q_in = mla.q_lora_rank or m.hidden_size
+    b.gemm("q_up_proj", layers, q_in, heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim))
+    # With weight absorption the kv up-projection multiplies the queries and the attention
+    # output instead of every cached latent: same weights and flops per scored token.
+    b.gemm("kv_up_proj", layers, mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim))
+    b.gemm("o_proj", layers, heads * mla.v_head_dim, m.hidden_size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionWork:
+    """Bytes and flops of one attention layer over a pass, (S,) each."""
+
+    activation_bytes: FloatArray
+    kv_read_bytes: FloatArray
+    kv_write_bytes: FloatArray
+    flops: FloatArray
+
+
+def attention_work(shape: PassShape, *, heads: float | FloatArray,
+                   kv_bytes_per_token: float | FloatArray, qk_dim: float | FloatArray,
+                   v_dim: float | FloatArray, act_bytes: float, window: float = np.inf
+                   ) -> AttentionWork:
+    """One attention layer: Q in and O out, the cache read once, the new K/V written.
+
+    heads: query heads on this GPU; kv_bytes_per_token: K and V (or MLA's latent) cached per
+    token on this GPU; qk_dim, v_dim: per-head widths of Q K^T and P V; window: the most
+    cached tokens a request's queries see.
+    """
+    n = shape.tokens
+    return AttentionWork(
+        activation_bytes=n * heads * (qk_dim + v_dim) * act_bytes,
+        kv_read_bytes=shape.cached_tokens(window) * kv_bytes_per_token,
+        kv_write_bytes=n * kv_bytes_per_token,
+        # 2 flops per multiply-add: Q K^T over qk_dim, then P V over v_dim, per head
+        flops=2.0 * shape.attention_pairs(window) * heads * (qk_dim + v_dim))
+
+
+def _attention_kernels(b: _Builder) -> None:
+    """Attention over the KV cache, one op per attention kind (full and sliding window)."""
+    m, tp, s = b.model, b.tp, b.shape
+    heads = m.num_attention_heads / tp
+    if m.mla is not None:
+        # MLA caches one latent per token shared by all heads: every TP rank holds all of it.
+        kv_per_token = m.mla.cache_elems_per_token * b.kvb
+        qk_dim, v_dim = m.mla.cache_elems_per_token, m.mla.kv_lora_rank
+    else:
+        kv_per_token = 2 * max(1, m.num_kv_heads // tp) * m.head_dim * b.kvb
+        qk_dim = v_dim = m.head_dim
+    counts = m.layer_counts
+    for kind, window in (("full_attention", np.inf), ("sliding_attention", m.sliding_window)):
+        if not counts[kind]:
+            continue
+        w = attention_work(s, heads=heads, kv_bytes_per_token=kv_per_token, qk_dim=qk_dim,
+                           v_dim=v_dim, act_bytes=b.ab, window=window)
+        b.other("attention" if kind == "full_attention" else "sliding_attention", "attention",
+                counts[kind], activation=w.activation_bytes, kv_read=w.kv_read_bytes,
+                kv_write=w.kv_write_bytes, flops=w.flops)
+
+
+def _linear_attention(b: _Builder, layers: int) -> None:
+    """Linear attention: projections plus a fixed-size recurrent state read and written."""
+    la = b.model.linear_attention
+    if la is None or layers == 0:
+        return
+    tp, d = b.tp, b.model.hidden_size
+    key_dim = la.num_key_heads * la.key_head_dim
+    value_dim = la.num_value_heads * la.value_head_dim
+    b.gemm("linear_in_proj", layers, d, (2 * key_dim + 2 * value_dim + 2 * la.num_value_heads) / tp)
+    b.gemm("linear_out_proj", layers, value_dim / tp, d)
+    state = (la.state_elems * b.sb + la.conv_state_elems * b.ab) / tp
+    requests = b.shape.requests
+    # Per token and value head: S k, the rank-1 delta update, and S^T q (2 flops per MAC each).
+    flops = b.n * 6.0 * la.state_elems / tp
+    b.other("linear_attention", "attention", layers,
+            activation=b.n * (2 * key_dim + 2 * value_dim) / tp * b.ab,
+            kv_read=requests * state, kv_write=requests * state, flops=flops)
+
+
+def _mlp(b: _Builder) -> None:
+    m, tp = b.model, b.tp
+    d = m.hidden_size
+    up = 2 if m.gated_mlp else 1
+    moe = m.moe
+    dense_layers = moe.dense_layers if moe else m.num_layers
+    b.gemm("mlp_up", dense_layers, d, up * m.intermediate_size / tp)
+    b.gemm("mlp_down", dense_layers, m.intermediate_size / tp, d)
+    if moe is None:
+        return
+    layers = m.num_moe_layers
+    b.gemm("router", layers, d, moe.num_experts)
+    touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token, b.n)
+    routed = b.n * moe.experts_per_token
+    m_each = np.divide(routed, touched, out=np.zeros_like(routed), where=touched > 0)
+    ff = moe.expert_intermediate_size / tp
+    b.gemm("experts_up", layers, d, 2 * ff, m=m_each, count=touched, wb=b.expert_wb)
+    b.gemm("experts_down", layers, ff, d, m=m_each, count=touched, wb=b.expert_wb)
+    if moe.num_shared_experts:
+        shared_ff = moe.num_shared_experts * moe.shared_expert_intermediate_size / tp
+        b.gemm("shared_up", layers, d, 2 * shared_ff)
+        b.gemm("shared_down", layers, shared_ff, d)
+
+
+# Two fused add + RMSNorm kernels per layer, each reading the hidden state and the residual and
+# writing both: 4 hidden-sized transfers each.
+_GLUE_TRANSFERS_PER_LAYER = 8
+
+
+def _layer_glue(b: _Builder) -> None:
+    """Norms and residual adds, and the two all-reduces per layer under tensor parallelism."""
+    m = b.model
+    hidden_bytes = b.n * m.hidden_size * b.ab
+    b.other("norm_residual", "memory", m.num_layers,
+            activation=_GLUE_TRANSFERS_PER_LAYER * hidden_bytes)
+    if b.tp > 1:
+        b.other("all_reduce", "communication", 2 * m.num_layers, activation=hidden_bytes)
+
+
+# The sampler reads the logits, writes probabilities and reads them again to sample or to
+# verify a draft: three fp32 passes over the vocabulary per position.
+_SAMPLING_PASSES = 3
+_FP32_BYTES = 4.0
+
+
+def sampling_bytes(rows: FloatArray, vocab_size: float | FloatArray) -> FloatArray:
+    """Bytes the sampler moves for `rows` positions over a vocabulary of `vocab_size`."""
+    return np.asarray(_SAMPLING_PASSES * rows * vocab_size * _FP32_BYTES)
+
+
+def _outside_layers(b: _Builder) -> None:
+    """Embedding lookup, LM head on the positions that need logits, and sampling."""
+    m = b.model
+    d = m.hidden_size
+    b.other("embedding", "memory", 1, activation=b.n * d * (b.wb + b.ab))
+    logits_m = b.n * b.shape.logit_fraction
+    b.gemm("lm_head", 1, d, m.vocab_size / b.tp, m=logits_m)
+    if b.tp > 1:
+        b.other("logits_gather", "communication", 1, activation=logits_m * m.vocab_size * b.ab)
+    b.other("sampling", "memory", 1, activation=sampling_bytes(logits_m, m.vocab_size))

@@ -1,0 +1,1 @@
+"""Measured data: the profiling harness, profile CSVs, Vidur tables, engine counters, calibration."""

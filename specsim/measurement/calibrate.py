@@ -1,0 +1,275 @@
+"""Calibration: fit a GPU profile's efficiency factors to measured kernel times.
+
+Measured points (from `specsim profile`, or Vidur's public tables) are tidy rows: the op, its
+class and shape, and the measured seconds. Each op class gets the factors its data supports:
+
+- gemm: the GEMM model of `gemm_model` (effective bandwidth and flops, a memory-path floor,
+  tile padding, an epilogue term and a smooth overlap), fitted on the weight GEMMs;
+- attention: effective bandwidth, flops and a per-kernel floor, fitted on decode and causal
+  verification attention; tree-masked attention is summarized by its median slowdown over
+  causal attention of the same shape;
+- memory: effective bandwidth and a floor, fitted on the sampler's passes over the vocabulary.
+
+Fits minimize a robust loss of log(predicted / measured) on the training split; every point is
+then predicted with the datasheet profile and with the calibrated one, so the error on held-out
+points (other models, or every third point of the token grid) is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from specsim.errors import SpecError
+from specsim.forward.gemm import gemm_time_s
+from specsim.forward.ops import attention_work, sampling_bytes
+from specsim.forward.shapes import FloatArray, uniform_passes
+from specsim.measurement.gemm_fit import fit_gemm_efficiency
+from specsim.specs.dtypes import BYTES_PER_PARAM
+from specsim.specs.hardware import Efficiency, GemmEfficiency, Hardware, OpEfficiency
+
+# Columns of the tidy measurement table every reader produces.
+MEASUREMENT_COLUMNS = ("model", "tp", "op", "op_class", "dtype", "m", "k", "n", "count",
+                       "batch", "context", "queries", "mask", "kv_heads", "time_s")
+# Without named training models, every HOLDOUT_EVERY-th point of each op's grid is held out.
+HOLDOUT_EVERY = 3
+_LOSS_SCALE = 0.05  # robust (Cauchy) loss scale on log error: a typical 5% error
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """A fitted profile and the evidence: per-point predictions and the error table."""
+
+    hardware: Hardware
+    points: pd.DataFrame  # measurements + predicted_s, datasheet_s, split
+    errors: pd.DataFrame  # model, op_class, split, points, mape_calibrated, mape_datasheet
+    layer_errors: pd.DataFrame  # the same on GEMM time summed per (model, tp, m)
+    tree_attention_slowdown: float
+
+
+def assign_split(points: pd.DataFrame, train_models: Sequence[str] | None) -> pd.Series:
+    """'train' or 'holdout' per point.
+
+    With named training models, their points train and every other model's are held out; an
+    op class the named models have no points of (e.g. a separate attention table) and a
+    profile without named models are split by grid position instead: every HOLDOUT_EVERY-th
+    point of each op's grid is held out.
+    """
+    # One grid per op and shape: the token grid of a GEMM, the batch x context x queries grid
+    # of an attention kernel, the rows of the sampler.
+    keys = ["model", "tp", "op", "k", "n", "mask"]
+    order = points.groupby(keys, sort=False).cumcount()
+    split = pd.Series(np.where(order % HOLDOUT_EVERY == HOLDOUT_EVERY - 1, "holdout", "train"),
+                      index=points.index)
+    if not train_models:
+        return split
+    unknown = sorted(set(train_models) - set(points["model"]))
+    if unknown:
+        have = ", ".join(sorted(set(points["model"])))
+        raise SpecError(f"--train {unknown[0]}: no such model in the profile (has: {have})")
+    named = points["model"].isin(train_models)
+    by_model = pd.Series(np.where(named, "train", "holdout"), index=points.index)
+    covered = points["op_class"].isin(set(points.loc[named, "op_class"]))
+    return by_model.where(covered, split)
+
+
+def _rates(hw: Hardware, dtype: str) -> tuple[float, float, float]:
+    """Bandwidth, peak flops of the compute dtype, and bytes per element of `dtype`."""
+    if dtype not in BYTES_PER_PARAM:
+        raise SpecError(f"profile dtype '{dtype}' is not one of {', '.join(BYTES_PER_PARAM)}")
+    return hw.hbm_bandwidth_bytes_per_s, hw.flops_per_s(dtype), BYTES_PER_PARAM[dtype]
+
+
+def _gemm_s(rows: pd.DataFrame, hw: Hardware, eff: GemmEfficiency) -> FloatArray:
+    out = np.empty(len(rows))
+    for dtype, group in rows.groupby("dtype"):
+        bw, peak, elem = _rates(hw, str(dtype))
+        idx = rows.index.get_indexer(group.index)
+        out[idx] = group["count"].to_numpy() * gemm_time_s(
+            group["m"].to_numpy(float), group["k"].to_numpy(float), group["n"].to_numpy(float),
+            weight_bytes_per_param=elem, act_bytes_per_elem=elem, bandwidth_bytes_per_s=bw,
+            flops_per_s=peak, eff=eff)
+    return out
+
+
+def _attention_terms(rows: pd.DataFrame, hw: Hardware) -> tuple[FloatArray, FloatArray]:
+    """Datasheet memory and compute seconds of each attention row (the roofline's formula)."""
+    memory, compute = np.empty(len(rows)), np.empty(len(rows))
+    for dtype, group in rows.groupby("dtype"):
+        bw, peak, elem = _rates(hw, str(dtype))
+        idx = rows.index.get_indexer(group.index)
+        shape = uniform_passes(group["queries"].to_numpy(float), group["batch"].to_numpy(float),
+                               group["context"].to_numpy(float))
+        head_dim = group["n"].to_numpy(float)
+        work = attention_work(shape, heads=group["k"].to_numpy(float),
+                              kv_bytes_per_token=2 * group["kv_heads"].to_numpy(float)
+                              * head_dim * elem, qk_dim=head_dim, v_dim=head_dim,
+                              act_bytes=elem)
+        bytes_ = work.activation_bytes + work.kv_read_bytes + work.kv_write_bytes
+        memory[idx], compute[idx] = bytes_ / bw, work.flops / peak
+    return memory, compute
+
+
+def _memory_terms(rows: pd.DataFrame, hw: Hardware) -> FloatArray:
+    rows_m = rows["m"].to_numpy(float)
+    return sampling_bytes(rows_m, rows["n"].to_numpy(float)) / hw.hbm_bandwidth_bytes_per_s
+
+
+def _roofline_s(memory: FloatArray, compute: FloatArray, eff: OpEfficiency) -> FloatArray:
+    return np.maximum(memory / eff.bandwidth, compute / eff.flops) + eff.floor_s
+
+
+def _fit_roofline(memory: FloatArray, compute: FloatArray, time: FloatArray, *,
+                  fit_flops: bool) -> OpEfficiency:
+    """Effective bandwidth (and flops) fractions and a floor, robust least squares on log error."""
+    from scipy.optimize import least_squares
+
+    def unpack(x: FloatArray) -> OpEfficiency:
+        return OpEfficiency(bandwidth=float(np.exp(x[0])),
+                            flops=float(np.exp(x[1])) if fit_flops else 1.0,
+                            floor_s=float(np.exp(x[-1])))
+
+    def residual(x: FloatArray) -> FloatArray:
+        return np.asarray(np.log(_roofline_s(memory, compute, unpack(x)) / time))
+
+    start = np.log([0.8] + ([0.6] if fit_flops else []) + [max(float(time.min()) / 2, 1e-9)])
+    bounds = (np.log([0.05] + ([0.01] if fit_flops else []) + [1e-12]),
+              np.log([1.5] + ([1.5] if fit_flops else []) + [1.0]))
+    result = least_squares(residual, start, bounds=bounds, loss="cauchy", f_scale=_LOSS_SCALE)
+    return unpack(result.x)
+
+
+def _tree_slowdown(points: pd.DataFrame) -> float:
+    """Median time of tree-masked over causal attention with the same batch, queries, context."""
+    attn = points[points["op_class"] == "attention"]
+    keys = ["model", "tp", "batch", "queries", "context"]
+    tree = attn[attn["mask"] == "tree"].set_index(keys)["time_s"]
+    causal = attn[attn["mask"] == "causal"].set_index(keys)["time_s"]
+    ratio = (tree / causal).dropna()
+    return float(ratio.median()) if len(ratio) else 1.0
+
+
+def fit_efficiency(points: pd.DataFrame, hw: Hardware) -> Efficiency:
+    """Efficiency factors per op class from the points given (the training split)."""
+    gemm_rows = points[points["op_class"] == "gemm"]
+    if gemm_rows.empty:
+        raise SpecError("no GEMM points to calibrate on (the training split is empty?)")
+    dtype = str(gemm_rows["dtype"].mode().iloc[0])
+    gemm_rows = gemm_rows[gemm_rows["dtype"] == dtype]
+    bw, peak, elem = _rates(hw, dtype)
+    # Output tiles run in waves over the GPU's SMs: the wave term needs their count.
+    gemm, _ = fit_gemm_efficiency(
+        gemm_rows["m"].to_numpy(float), gemm_rows["k"].to_numpy(float),
+        gemm_rows["n"].to_numpy(float),
+        gemm_rows["time_s"].to_numpy(float) / gemm_rows["count"].to_numpy(float),
+        weight_bytes_per_param=elem, act_bytes_per_elem=elem, bandwidth_bytes_per_s=bw,
+        flops_per_s=peak, base=GemmEfficiency(sm_count=hw.sm_count))
+    attention = OpEfficiency()
+    attn = points[(points["op_class"] == "attention") & (points["mask"] != "tree")]
+    if len(attn) >= 3:
+        memory, compute = _attention_terms(attn, hw)
+        attention = _fit_roofline(memory, compute, attn["time_s"].to_numpy(float),
+                                  fit_flops=True)
+    memory_eff = OpEfficiency()
+    sampling = points[points["op_class"] == "memory"]
+    if len(sampling) >= 2:
+        memory_eff = _fit_roofline(_memory_terms(sampling, hw), np.zeros(len(sampling)),
+                                   sampling["time_s"].to_numpy(float), fit_flops=False)
+    return Efficiency(gemm=gemm, attention=attention, memory=memory_eff)
+
+
+def predict_s(points: pd.DataFrame, hw: Hardware) -> FloatArray:
+    """Predicted seconds of every measured point on `hw` (datasheet or calibrated)."""
+    out = np.full(len(points), np.nan)
+    eff = hw.efficiency
+    for op_class, rows in points.groupby("op_class"):
+        idx = points.index.get_indexer(rows.index)
+        if op_class == "gemm":
+            out[idx] = _gemm_s(rows, hw, eff.gemm)
+        elif op_class == "attention":
+            memory, compute = _attention_terms(rows, hw)
+            out[idx] = _roofline_s(memory, compute, eff.attention)
+        else:
+            out[idx] = _roofline_s(_memory_terms(rows, hw), np.zeros(len(rows)), eff.memory)
+    return out
+
+
+def _mape(measured: pd.Series, predicted: pd.Series) -> float:
+    return float(np.mean(np.abs(predicted / measured - 1.0)) * 100)
+
+
+def error_table(points: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """MAPE (%) of calibrated and datasheet predictions per group of `keys`."""
+    rows = []
+    for key, group in points.groupby(list(keys), sort=True):
+        values = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(keys, values, strict=True)), "points": len(group),
+                     "mape_calibrated": _mape(group["time_s"], group["predicted_s"]),
+                     "mape_datasheet": _mape(group["time_s"], group["datasheet_s"])})
+    return pd.DataFrame(rows)
+
+
+def layer_sums(points: pd.DataFrame) -> pd.DataFrame:
+    """GEMM time summed per (model, tp, m): a layer's weight GEMMs (the Vidur tables' ops)."""
+    gemm = points[points["op_class"] == "gemm"]
+    sums = gemm.groupby(["model", "tp", "m", "split"], as_index=False)[
+        ["time_s", "predicted_s", "datasheet_s"]].sum()
+    return sums
+
+
+def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str] | None = None,
+              source: str) -> Calibration:
+    """Fit `hw`'s efficiency on the training split and measure the error on every point."""
+    missing = [c for c in MEASUREMENT_COLUMNS if c not in points.columns]
+    if missing:
+        raise SpecError(f"measurements lack column(s) {', '.join(missing)}")
+    if hw.is_calibrated:
+        raise SpecError(f"{hw.path}: already calibrated; calibrate the datasheet profile")
+    points = points.reset_index(drop=True).copy()
+    points["split"] = assign_split(points, train_models)
+    efficiency = fit_efficiency(points[points["split"] == "train"], hw)
+    slowdown = _tree_slowdown(points[points["split"] == "train"])
+    efficiency = dataclasses.replace(efficiency, tree_attention_slowdown=max(slowdown, 1.0))
+    calibrated = dataclasses.replace(
+        hw, name=f"{hw.name} (calibrated)", efficiency=efficiency,
+        sources={**hw.sources, "efficiency": source})
+    points["predicted_s"] = predict_s(points, calibrated)
+    points["datasheet_s"] = predict_s(points, hw)
+    sums = layer_sums(points)
+    return Calibration(
+        hardware=calibrated, points=points,
+        errors=error_table(points, ["model", "op_class", "split"]),
+        layer_errors=error_table(sums, ["model", "split"]) if len(sums) else pd.DataFrame(),
+        tree_attention_slowdown=slowdown)
+
+
+def calibrated_yaml(datasheet: dict[str, object], calibration: Calibration, *, source: str
+                    ) -> dict[str, object]:
+    """The datasheet profile's mapping (its sources kept) plus the fitted efficiency block."""
+    from specsim.specs.hardware import efficiency_to_yaml
+
+    out = {k: v for k, v in datasheet.items() if k != "efficiency"}
+    out["name"] = calibration.hardware.name
+    out["efficiency"] = efficiency_to_yaml(calibration.hardware.efficiency, source)
+    return out
+
+
+def holdout_summary(calibration: Calibration) -> dict[str, float]:
+    """MAPE (%) on held-out points per op class, and on held-out summed GEMM time."""
+    errors = calibration.errors
+    held = errors[errors["split"] == "holdout"]
+    out: dict[str, float] = {}
+    for op_class, group in held.groupby("op_class"):
+        weights = group["points"].to_numpy(float)
+        out[str(op_class)] = float(np.average(group["mape_calibrated"], weights=weights))
+    layers = calibration.layer_errors
+    if len(layers):
+        held_layers = layers[layers["split"] == "holdout"]
+        if len(held_layers):
+            out["gemm_summed"] = float(np.average(held_layers["mape_calibrated"],
+                                                  weights=held_layers["points"].to_numpy(float)))
+    return out

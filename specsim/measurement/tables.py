@@ -1,0 +1,86 @@
+"""Measured kernel times from files, as the tidy table `calibrate` reads (I/O edge).
+
+Two sources: a profile CSV written by `specsim profile` (specsim format), and the public
+profiling tables of the Vidur simulator (its `compute/<device>/<org>/<model>/mlp.csv` tree,
+and the reshaped attention table beside it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from specsim.errors import SpecError
+from specsim.measurement.calibrate import MEASUREMENT_COLUMNS
+from specsim.measurement.profile_csv import read_profile
+from specsim.measurement.vidur import GEMM_OPS, read_vidur_attention, read_vidur_mlp
+
+FORMATS = ("specsim", "vidur")
+VIDUR_ATTENTION = "attention_a100_llama70b_tp2.csv"
+# Vidur measured in fp16 (its README); the attention table has the Llama-2/3-70B shape.
+VIDUR_DTYPE = "fp16"
+VIDUR_ATTENTION_MODEL = "llama-70b-shape (attention table)"
+
+
+def from_specsim(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
+    """A `specsim profile` CSV and its metadata header."""
+    frame, meta = read_profile(path)
+    out = frame.rename(columns={"time_median_s": "time_s"})
+    kv = meta.get("kv_heads_per_gpu", "0")
+    try:
+        out["kv_heads"] = int(kv)
+    except ValueError:
+        raise SpecError(f"{path}: metadata 'kv_heads_per_gpu' must be an integer, got {kv!r}") \
+            from None
+    if (out["op_class"] == "attention").any() and out["kv_heads"].iloc[0] < 1:
+        raise SpecError(f"{path}: attention rows need metadata 'kv_heads_per_gpu' >= 1")
+    return out[list(MEASUREMENT_COLUMNS)], meta
+
+
+def from_vidur(root: Path, device: str) -> pd.DataFrame:
+    """Vidur's weight-GEMM rows for one device (and its attention table where present)."""
+    if not (root / "compute").is_dir() and root.name != "compute":
+        raise SpecError(f"{root}: not a Vidur profiling folder (no compute/ inside)")
+    devices = sorted(p.name for p in (root / "compute").iterdir() if p.is_dir()) \
+        if (root / "compute").is_dir() else []
+    if devices and device not in devices:
+        raise SpecError(f"{root}: no device '{device}' (has: {', '.join(devices)})")
+    mlp = read_vidur_mlp(root, device)
+    gemm = mlp[mlp["op"].isin(GEMM_OPS)]
+    rows = pd.DataFrame({
+        "model": gemm["model"], "tp": gemm["tp"], "op": gemm["op"], "op_class": "gemm",
+        "dtype": VIDUR_DTYPE, "m": gemm["num_tokens"], "k": gemm["k"], "n": gemm["n"],
+        "count": 1, "batch": 0, "context": 0, "queries": 0, "mask": "none", "kv_heads": 0,
+        "time_s": gemm["time_s"]})
+    attention = root / VIDUR_ATTENTION
+    if attention.is_file() and attention.name.startswith(f"attention_{device}_"):
+        rows = pd.concat([rows, _vidur_attention(attention)], ignore_index=True)
+    return rows[list(MEASUREMENT_COLUMNS)].reset_index(drop=True)
+
+
+def _vidur_attention(path: Path) -> pd.DataFrame:
+    a = read_vidur_attention(path)
+    prefill = a["is_prefill"].to_numpy(bool)
+    return pd.DataFrame({
+        "model": VIDUR_ATTENTION_MODEL, "tp": a["tp"],
+        "op": np.where(prefill, "attention_causal", "attention_decode"),
+        "op_class": "attention", "dtype": VIDUR_DTYPE, "m": 0, "k": a["q_heads"],
+        "n": a["head_dim"], "count": 1,
+        "batch": np.where(prefill, 1, a["batch_size"]),
+        "context": a["kv_cache_size"],
+        "queries": np.where(prefill, a["prefill_chunk_size"], 1),
+        "mask": np.where(prefill, "causal", "none"), "kv_heads": a["kv_heads"],
+        "time_s": a["time_s"]})
+
+
+def read_measurements(path: Path, fmt: str, *, device: str = "") -> pd.DataFrame:
+    """Measurements of either format; `device` picks the Vidur device folder."""
+    if fmt not in FORMATS:
+        raise SpecError(f"option --format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "vidur":
+        return from_vidur(path, device)
+    if not path.is_file():
+        raise SpecError(f"{path}: no such profile file")
+    return from_specsim(path)[0]

@@ -1,0 +1,1 @@
+"""Presentation: result rows of every command, text and JSON rendering, figures."""

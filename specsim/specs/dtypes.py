@@ -1,0 +1,29 @@
+"""Data types: bytes per stored element, and the precision of a forward pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specsim.errors import SpecError
+
+# Bytes per stored element of each dtype a weight, cache or activation may use.
+BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
+                   # MXFP4: 4-bit values plus one 8-bit scale per block of 32 (4.25 bits)
+                   "mxfp4": 4.25 / 8, "int4": 0.5}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Precision:
+    """Data types of a pass: stored weights, the compute path, the KV cache, activations."""
+
+    weight_dtype: str = ""  # "" = the model's own
+    compute_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    activation_dtype: str = "bf16"
+    state_dtype: str = "fp32"  # linear-attention recurrent state
+
+    def __post_init__(self) -> None:
+        for name in ("weight_dtype", "kv_dtype", "activation_dtype", "state_dtype"):
+            value = getattr(self, name)
+            if value and value not in BYTES_PER_PARAM:
+                raise SpecError(f"{name} '{value}' is not one of {', '.join(BYTES_PER_PARAM)}")

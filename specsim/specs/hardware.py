@@ -1,0 +1,275 @@
+"""GPU hardware profiles: datasheet numbers plus the efficiency factors calibration fills in.
+
+A profile straight from a datasheet has ideal efficiencies (1.0) and no overheads, so the
+roofline built on it is the idealized curve of the article. `specsim calibrate` writes a
+profile whose `efficiency` block holds factors fitted to measured kernel timings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specsim.errors import SpecError
+from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+GB = 1e9
+TFLOPS = 1e12
+US = 1e-6
+
+
+def check_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    """SpecError unless value is finite and > 0 (>= 0 with allow_zero)."""
+    ok = math.isfinite(value) and (value >= 0.0 if allow_zero else value > 0.0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise SpecError(f"{name} = {value!r}: need a finite number {bound}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GemmEfficiency:
+    """Fitted departures of a GPU's weight GEMMs from its datasheet roofline.
+
+    The defaults are the ideal roofline (every term switched off).
+
+    Attributes:
+        bandwidth: effective fraction of the datasheet memory bandwidth (> 0).
+        flops: effective fraction of the datasheet peak flop rate (> 0).
+        floor_s: fixed latency of the memory path, s (>= 0).
+        overlap_p: smooth-max exponent combining memory and compute time, in [1, inf]
+            (inf: hard max, ideal overlap; 1: the two add up).
+        tile_rows: token rows per output tile of the tensor-core kernel (>= 1).
+        tile_fraction: share of the tile time paid on padded rows, in [0, 1] (0: no tile
+            quantization).
+        epilogue_k: per-output-element overhead in reduction steps (>= 0).
+        sm_count: streaming multiprocessors of the GPU, which run the output tiles in waves
+            (>= 0; 0: unknown, no wave term).
+        tile_cols: weight columns (GEMM n) per output tile (>= 1).
+        wave_fraction: share of the idle part of the last wave that is paid, in [0, 1]
+            (0: no wave quantization; > 0 needs sm_count >= 1).
+    """
+
+    bandwidth: float = 1.0
+    flops: float = 1.0
+    floor_s: float = 0.0
+    overlap_p: float = math.inf
+    tile_rows: int = 128
+    tile_fraction: float = 0.0
+    epilogue_k: float = 0.0
+    sm_count: int = 0
+    tile_cols: int = 128
+    wave_fraction: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_positive("GemmEfficiency.bandwidth", self.bandwidth)
+        check_positive("GemmEfficiency.flops", self.flops)
+        check_positive("GemmEfficiency.floor_s", self.floor_s, allow_zero=True)
+        check_positive("GemmEfficiency.epilogue_k", self.epilogue_k, allow_zero=True)
+        if not (self.overlap_p >= 1.0):  # also rejects NaN
+            raise SpecError(f"GemmEfficiency.overlap_p = {self.overlap_p!r}: need a number >= 1")
+        for name in ("tile_fraction", "wave_fraction"):
+            value = getattr(self, name)
+            if not (0.0 <= value <= 1.0):
+                raise SpecError(f"GemmEfficiency.{name} = {value!r}: need 0 <= value <= 1")
+        for name, minimum in (("tile_rows", 1), ("tile_cols", 1), ("sm_count", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise SpecError(f"GemmEfficiency.{name} = {value!r}: need an integer >= {minimum}")
+        if self.wave_fraction > 0.0 and self.sm_count < 1:
+            raise SpecError(
+                f"GemmEfficiency.wave_fraction = {self.wave_fraction!r} needs sm_count >= 1"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpEfficiency:
+    """Achieved fraction of datasheet bandwidth and flops for one op class, plus a time floor.
+
+    bandwidth, flops: fractions in (0, 1.5] (1.0 = datasheet); floor_s: seconds added per op
+    (kernel launch and tail), 0 = ideal.
+    """
+
+    bandwidth: float = 1.0
+    flops: float = 1.0
+    floor_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("bandwidth", "flops"):
+            value = getattr(self, name)
+            if not 0 < value <= 1.5:
+                raise SpecError(f"field '{name}' must be in (0, 1.5], got {value!r}")
+        if self.floor_s < 0:
+            raise SpecError(f"field 'floor_s' must be >= 0, got {self.floor_s!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Efficiency:
+    """Calibrated factors per op class; the defaults are the ideal datasheet roofline.
+
+    gemm: weight GEMMs; attention: attention kernels; memory: elementwise, sampling and state
+    traffic; pass_overhead_s: fixed time per forward pass (launches, scheduling), seconds;
+    tree_attention_slowdown: time of tree-masked over causal attention of the same shape (trees
+    fall off the fast causal kernels), 1.0 = no penalty.
+    """
+
+    gemm: GemmEfficiency = field(default_factory=GemmEfficiency)
+    attention: OpEfficiency = field(default_factory=OpEfficiency)
+    memory: OpEfficiency = field(default_factory=OpEfficiency)
+    pass_overhead_s: float = 0.0
+    tree_attention_slowdown: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.tree_attention_slowdown >= 1.0 / 1.5:
+            raise SpecError("field 'tree_attention_slowdown' must be >= 0.67, got "
+                            f"{self.tree_attention_slowdown!r}")
+
+    @property
+    def is_ideal(self) -> bool:
+        return self == Efficiency()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hardware:
+    """One GPU (or accelerator) as the roofline sees it. SI units throughout."""
+
+    slug: str
+    name: str
+    vendor: str
+    hbm_capacity_bytes: float
+    hbm_bandwidth_bytes_per_s: float
+    peak_flops_per_s: Mapping[str, float]
+    interconnect_name: str
+    interconnect_bandwidth_bytes_per_s: float
+    interconnect_latency_s: float
+    pcie_bandwidth_bytes_per_s: float
+    sm_count: int = 0  # streaming multiprocessors / compute units; 0 = unknown
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    sources: Mapping[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("hbm_capacity_bytes", "hbm_bandwidth_bytes_per_s",
+                     "interconnect_bandwidth_bytes_per_s", "pcie_bandwidth_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise SpecError(f"{self.path}: '{name}' must be > 0, got {getattr(self, name)!r}")
+        if not self.peak_flops_per_s:
+            raise SpecError(f"{self.path}: no peak flops given")
+
+    def flops_per_s(self, dtype: str) -> float:
+        """Dense peak flop/s for a compute dtype; falls back from bf16 to fp16 and vice versa."""
+        for candidate in (dtype, {"bf16": "fp16", "fp16": "bf16"}.get(dtype, dtype)):
+            if candidate in self.peak_flops_per_s:
+                return self.peak_flops_per_s[candidate]
+        have = ", ".join(self.peak_flops_per_s)
+        raise SpecError(f"{self.name} has no {dtype} peak flops (has: {have})")
+
+    @property
+    def ops_per_byte(self) -> float:
+        """Datasheet bf16 ops:byte ratio, the knee of the ideal roofline in tokens."""
+        return self.flops_per_s("bf16") / self.hbm_bandwidth_bytes_per_s
+
+    @property
+    def is_calibrated(self) -> bool:
+        return not self.efficiency.is_ideal
+
+
+def load_hardware(name: str) -> Hardware:
+    """Load a built-in profile by slug (e.g. `h100-sxm`) or a YAML file by path."""
+    path = resolve_path("hardware", name)
+    slug = f"calibrated/{path.stem}" if path.parent.name == "calibrated" else path.stem
+    return hardware_from_file(read_spec_file(path), slug=slug)
+
+
+def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
+    """Build a Hardware from a parsed spec file, converting the YAML's units to SI once."""
+    f = Fields(spec.data, spec.path)
+    memory = _sub(f, "memory")
+    compute = _sub(f, "compute")
+    link = _sub(f, "interconnect")
+    pcie = _sub(f, "pcie")
+    dense = _sub(compute, "dense_TFLOPS")
+    unknown = [k for k in dense.keys() if k not in DTYPES]
+    if unknown:
+        raise dense.error(unknown[0], f"is not a known dtype ({', '.join(DTYPES)})")
+    try:
+        return Hardware(
+            slug=slug,
+            name=f.string("name"),
+            vendor=f.string("vendor", "unknown"),
+            hbm_capacity_bytes=memory.number("hbm_capacity_GB", positive=True) * GB,
+            hbm_bandwidth_bytes_per_s=memory.number("hbm_bandwidth_GB_per_s", positive=True) * GB,
+            peak_flops_per_s={k: dense.number(k, positive=True) * TFLOPS for k in dense.keys()},
+            interconnect_name=link.string("name", "interconnect"),
+            interconnect_bandwidth_bytes_per_s=link.number("bandwidth_GB_per_s", positive=True)
+            * GB,
+            interconnect_latency_s=link.number("latency_us", minimum=0.0) * US,
+            pcie_bandwidth_bytes_per_s=pcie.number("bandwidth_GB_per_s", positive=True) * GB,
+            sm_count=compute.integer("sm_count", 0),
+            efficiency=_efficiency(f.sub("efficiency", required=False)),
+            sources=spec.sources,
+            path=spec.path,
+        )
+    except SpecError as err:
+        message = str(err)
+        raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
+            from None
+
+
+def _sub(f: Fields, key: str) -> Fields:
+    sub = f.sub(key)
+    assert sub is not None  # required=True raises instead of returning None
+    return sub
+
+
+def _efficiency(f: Fields | None) -> Efficiency:
+    if f is None:
+        return Efficiency()
+    return Efficiency(
+        gemm=_dataclass_from(GemmEfficiency, f.sub("gemm", required=False)),
+        attention=_dataclass_from(OpEfficiency, f.sub("attention", required=False)),
+        memory=_dataclass_from(OpEfficiency, f.sub("memory", required=False)),
+        pass_overhead_s=f.number("pass_overhead_s", 0.0, minimum=0.0),
+        tree_attention_slowdown=f.number("tree_attention_slowdown", 1.0, positive=True),
+    )
+
+
+def _dataclass_from(cls: Any, f: Fields | None) -> Any:
+    """Build an efficiency dataclass from a YAML block whose keys are its field names.
+
+    Values may be .inf where the dataclass allows it (a hard max in the GEMM model); integer
+    fields get integers. The dataclass validates ranges itself.
+    """
+    if f is None:
+        return cls()
+    types = {fld.name: fld.type for fld in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key in f.keys():
+        if key not in types:
+            raise f.error(key, f"is not a field of {cls.__name__} ({', '.join(sorted(types))})")
+        raw = f.value(key)
+        if not isinstance(raw, int | float) or isinstance(raw, bool):
+            raise f.error(key, f"must be a number, got {raw!r}")
+        if types[key] in (int, "int"):
+            if not float(raw).is_integer():
+                raise f.error(key, f"must be an integer, got {raw!r}")
+            raw = int(raw)
+        values[key] = raw
+    try:
+        return cls(**values)
+    except SpecError as err:
+        raise f.error("", str(err)) from None
+
+
+def efficiency_to_yaml(eff: Efficiency, source: str) -> dict[str, Any]:
+    """The `efficiency` block of a calibrated profile, in the same form the loader reads."""
+    block: dict[str, Any] = {
+        name: dataclasses.asdict(getattr(eff, name)) for name in ("gemm", "attention", "memory")
+    }
+    block["pass_overhead_s"] = eff.pass_overhead_s
+    block["tree_attention_slowdown"] = eff.tree_attention_slowdown
+    block["source"] = source
+    return block

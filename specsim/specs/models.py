@@ -1,0 +1,281 @@
+"""Target model specs (architecture numbers from each model's config.json) and parameter counts.
+
+A model is a stack of decoder layers of up to three kinds (full attention, sliding-window
+attention, linear attention), each followed by a dense MLP or a mixture of experts. The spec
+holds what the roofline and the memory calculator need, nothing more.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from specsim.errors import SpecError
+from specsim.specs.dtypes import BYTES_PER_PARAM
+from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
+
+LAYER_KINDS = ("full_attention", "sliding_attention", "linear_attention")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoE:
+    """Mixture-of-experts MLP: E routed experts, k active per token, optional shared experts."""
+
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0
+    dense_layers: int = 0  # the first `dense_layers` layers use a dense MLP (DeepSeek-V3: 3)
+    expert_bias: bool = False  # per-expert biases (gpt-oss)
+    weight_dtype: str = ""  # experts stored in another dtype than the rest ("" = same)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.experts_per_token <= self.num_experts:
+            raise SpecError(
+                f"field 'moe.experts_per_token' must be in 1..{self.num_experts}, "
+                f"got {self.experts_per_token}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3): the cache holds a compressed latent."""
+
+    q_lora_rank: int  # 0 = plain query projection
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def cache_elems_per_token(self) -> int:
+        """Elements cached per token per layer: the latent plus the decoupled rope key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinearAttention:
+    """Gated-delta-net style linear attention: a fixed-size state per request per layer."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel_size: int
+
+    @property
+    def state_elems(self) -> int:
+        """Recurrent state per request per layer: one key_dim x value_dim matrix per value head."""
+        return self.num_value_heads * self.key_head_dim * self.value_head_dim
+
+    @property
+    def conv_state_elems(self) -> int:
+        """Short-convolution state per request per layer (last kernel-1 inputs of q, k, v)."""
+        channels = 2 * self.num_key_heads * self.key_head_dim \
+            + self.num_value_heads * self.value_head_dim
+        return channels * (self.conv_kernel_size - 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Model:
+    """A decoder-only target model; numbers as in its config.json."""
+
+    slug: str
+    name: str
+    architecture: str
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    gated_mlp: bool = True
+    qkv_bias: bool = False
+    attention_output_bias: bool = False
+    qk_norm: bool = False
+    attention_output_gate: bool = False
+    attention_sinks: bool = False
+    layer_types: tuple[str, ...] = ()
+    sliding_window: int = 0
+    moe: MoE | None = None
+    mla: MLA | None = None
+    linear_attention: LinearAttention | None = None
+    mtp_layers: int = 0
+    weight_dtype: str = "bf16"
+    advertised_params: float = 0.0
+    advertised_active_params: float = 0.0
+    sources: dict[str, str] = field(default_factory=dict)
+    path: str = ""
+
+    def __post_init__(self) -> None:
+        if self.num_attention_heads % self.num_kv_heads:
+            raise SpecError(
+                f"field 'num_attention_heads' = {self.num_attention_heads} is not divisible by "
+                f"'num_kv_heads' = {self.num_kv_heads}")
+        if len(self.layer_types) != self.num_layers:
+            raise SpecError(f"field 'layer_types' has {len(self.layer_types)} entries, "
+                            f"'num_layers' is {self.num_layers}")
+        bad = sorted(set(self.layer_types) - set(LAYER_KINDS))
+        if bad:
+            raise SpecError(f"field 'layer_types' has unknown kind {bad[0]!r}; "
+                            f"known: {', '.join(LAYER_KINDS)}")
+        if "sliding_attention" in self.layer_types and self.sliding_window <= 0:
+            raise SpecError("field 'sliding_window' must be > 0 when sliding layers exist")
+        if "linear_attention" in self.layer_types and self.linear_attention is None:
+            raise SpecError("field 'linear_attention' is missing but layer_types has linear layers")
+        for dtype in (self.weight_dtype, self.moe.weight_dtype if self.moe else ""):
+            if dtype and dtype not in BYTES_PER_PARAM:
+                raise SpecError(f"field 'weight_dtype' = {dtype!r} is not one of "
+                                f"{', '.join(BYTES_PER_PARAM)}")
+
+    @property
+    def layer_counts(self) -> Counter[str]:
+        return Counter(self.layer_types)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.moe.dense_layers if self.moe else 0
+
+    @property
+    def q_heads_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_heads_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def bytes_per_param(self) -> float:
+        return BYTES_PER_PARAM[self.weight_dtype]
+
+    @property
+    def expert_bytes_per_param(self) -> float:
+        dtype = self.moe.weight_dtype if self.moe and self.moe.weight_dtype else self.weight_dtype
+        return BYTES_PER_PARAM[dtype]
+
+
+def load_model(name: str) -> Model:
+    """Load a built-in model by slug (e.g. `llama-3.1-8b`) or a YAML file by path."""
+    path = resolve_path("models", name)
+    return model_from_file(read_spec_file(path), slug=path.stem)
+
+
+def model_from_file(spec: SpecFile, *, slug: str) -> Model:
+    """Build a Model from a parsed spec file; every problem names the file and the field."""
+    f = Fields(spec.data, spec.path)
+    try:
+        return _build(f, spec, slug)
+    except SpecError as err:
+        message = str(err)
+        raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
+            from None
+
+
+def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
+    num_layers = f.integer("num_layers", minimum=1)
+    heads = f.integer("num_attention_heads", minimum=1)
+    hidden = f.integer("hidden_size", minimum=1)
+    advertised = f.sub("advertised", required=False)
+    return Model(
+        slug=slug,
+        name=f.string("name"),
+        architecture=f.string("architecture"),
+        hidden_size=hidden,
+        num_layers=num_layers,
+        num_attention_heads=heads,
+        num_kv_heads=f.integer("num_kv_heads", minimum=1),
+        head_dim=f.integer("head_dim", hidden // heads, minimum=1),
+        intermediate_size=f.integer("intermediate_size", minimum=1),
+        vocab_size=f.integer("vocab_size", minimum=1),
+        tie_word_embeddings=f.boolean("tie_word_embeddings", False),
+        gated_mlp=f.boolean("gated_mlp", True),
+        qkv_bias=f.boolean("qkv_bias", False),
+        attention_output_bias=f.boolean("attention_output_bias", False),
+        qk_norm=f.boolean("qk_norm", False),
+        attention_output_gate=f.boolean("attention_output_gate", False),
+        attention_sinks=f.boolean("attention_sinks", False),
+        layer_types=_layer_types(f, num_layers),
+        sliding_window=f.integer("sliding_window", 0),
+        moe=_moe(f.sub("moe", required=False)),
+        mla=_mla(f.sub("mla", required=False)),
+        linear_attention=_linear(f.sub("linear_attention", required=False)),
+        mtp_layers=f.integer("mtp_layers", 0),
+        weight_dtype=f.string("weight_dtype", "bf16"),
+        advertised_params=advertised.number("params", positive=True) if advertised else 0.0,
+        advertised_active_params=advertised.number("active_params", 0.0) if advertised else 0.0,
+        sources=spec.sources,
+        path=spec.path,
+    )
+
+
+def _layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
+    """Explicit `layer_types`, or a repeating `layer_pattern`, or all full attention."""
+    if f.has("layer_types"):
+        value = f.value("layer_types")
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise f.error("layer_types", "must be a list of layer kinds")
+        return tuple(value)
+    if f.has("layer_pattern"):
+        pattern = f.value("layer_pattern")
+        if not isinstance(pattern, list) or not pattern or \
+                not all(isinstance(v, str) for v in pattern):
+            raise f.error("layer_pattern", "must be a non-empty list of layer kinds")
+        return tuple(pattern[i % len(pattern)] for i in range(num_layers))
+    return ("full_attention",) * num_layers
+
+
+def _moe(f: Fields | None) -> MoE | None:
+    if f is None:
+        return None
+    return MoE(
+        num_experts=f.integer("num_experts", minimum=1),
+        experts_per_token=f.integer("experts_per_token", minimum=1),
+        expert_intermediate_size=f.integer("expert_intermediate_size", minimum=1),
+        num_shared_experts=f.integer("num_shared_experts", 0),
+        shared_expert_intermediate_size=f.integer("shared_expert_intermediate_size", 0),
+        dense_layers=f.integer("dense_layers", 0),
+        expert_bias=f.boolean("expert_bias", False),
+        weight_dtype=f.string("weight_dtype", "") if f.has("weight_dtype") else "",
+    )
+
+
+def _mla(f: Fields | None) -> MLA | None:
+    if f is None:
+        return None
+    return MLA(
+        q_lora_rank=f.integer("q_lora_rank", 0),
+        kv_lora_rank=f.integer("kv_lora_rank", minimum=1),
+        qk_nope_head_dim=f.integer("qk_nope_head_dim", minimum=1),
+        qk_rope_head_dim=f.integer("qk_rope_head_dim", minimum=1),
+        v_head_dim=f.integer("v_head_dim", minimum=1),
+    )
+
+
+def _linear(f: Fields | None) -> LinearAttention | None:
+    if f is None:
+        return None
+    return LinearAttention(
+        num_key_heads=f.integer("num_key_heads", minimum=1),
+        num_value_heads=f.integer("num_value_heads", minimum=1),
+        key_head_dim=f.integer("key_head_dim", minimum=1),
+        value_head_dim=f.integer("value_head_dim", minimum=1),
+        conv_kernel_size=f.integer("conv_kernel_size", minimum=1),
+    )
+
+
+def model_to_dict(model: Model) -> dict[str, Any]:
+    """Plain fields of a model (for --json output), sub-specs as nested mappings."""
+    out: dict[str, Any] = {}
+    for name in Model.__dataclass_fields__:
+        if name in ("sources", "path"):
+            continue
+        value = getattr(model, name)
+        if hasattr(value, "__dataclass_fields__"):
+            value = {k: getattr(value, k) for k in value.__dataclass_fields__}
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out

@@ -1,0 +1,102 @@
+"""Parameter counts and weight bytes of a target model, component by component.
+
+Counts follow the tensors of the Hugging Face implementations named in each spec's
+`architecture` (biases and norms included), so totals can be checked against the sizes
+the model cards advertise.
+"""
+
+from __future__ import annotations
+
+from specsim.specs.models import Model
+
+EXPERT_COMPONENTS = ("experts",)
+
+
+def attention_params(model: Model) -> float:
+    """Parameters of one softmax-attention block (projections, biases, norms, sinks)."""
+    d, h = model.hidden_size, model.num_attention_heads
+    if model.mla is not None:
+        m = model.mla
+        qk_dim = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = (d * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * h * qk_dim
+             if m.q_lora_rank else d * h * qk_dim)
+        kv = d * m.cache_elems_per_token + m.kv_lora_rank \
+            + m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
+        return float(q + kv + h * m.v_head_dim * d)
+    q_out = model.q_heads_dim * (2 if model.attention_output_gate else 1)
+    weights = d * (q_out + 2 * model.kv_heads_dim) + model.q_heads_dim * d
+    biases = (model.q_heads_dim + 2 * model.kv_heads_dim) * model.qkv_bias \
+        + d * model.attention_output_bias
+    norms = 2 * model.head_dim * model.qk_norm
+    return float(weights + biases + norms + h * model.attention_sinks)
+
+
+def linear_attention_params(model: Model) -> float:
+    """Parameters of one gated-delta-net linear-attention block."""
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    d = model.hidden_size
+    key_dim = la.num_key_heads * la.key_head_dim
+    value_dim = la.num_value_heads * la.value_head_dim
+    in_proj = d * (2 * key_dim + 2 * value_dim + 2 * la.num_value_heads)
+    conv = (2 * key_dim + value_dim) * la.conv_kernel_size
+    per_head = 2 * la.num_value_heads + la.value_head_dim  # dt bias, A_log, output norm
+    return float(in_proj + conv + per_head + value_dim * d)
+
+
+def dense_mlp_params(model: Model, intermediate_size: int | None = None) -> float:
+    ff = model.intermediate_size if intermediate_size is None else intermediate_size
+    return float((3 if model.gated_mlp else 2) * model.hidden_size * ff)
+
+
+def expert_params(model: Model) -> float:
+    """Parameters of ONE routed expert (gated MLP, biases where the model has them)."""
+    assert model.moe is not None
+    d, ff = model.hidden_size, model.moe.expert_intermediate_size
+    bias = (2 * ff + d) * model.moe.expert_bias
+    return float(3 * d * ff + bias)
+
+
+def param_breakdown(model: Model) -> dict[str, float]:
+    """Total parameters per component (all layers summed); MTP modules are not counted."""
+    d = model.hidden_size
+    counts = model.layer_counts
+    attn_layers = counts["full_attention"] + counts["sliding_attention"]
+    out = {
+        "embedding": float(model.vocab_size * d),
+        "lm_head": 0.0 if model.tie_word_embeddings else float(model.vocab_size * d),
+        "attention": attn_layers * attention_params(model),
+        "linear_attention": counts["linear_attention"] * linear_attention_params(model),
+        "norms": float((2 * model.num_layers + 1) * d),
+    }
+    moe = model.moe
+    if moe is None:
+        out["mlp"] = model.num_layers * dense_mlp_params(model)
+        return out
+    moe_layers = model.num_moe_layers
+    out["mlp"] = moe.dense_layers * dense_mlp_params(model)
+    out["router"] = float(moe_layers * (d * moe.num_experts + moe.num_experts * moe.expert_bias))
+    out["experts"] = moe_layers * moe.num_experts * expert_params(model)
+    out["shared_experts"] = moe_layers * moe.num_shared_experts * dense_mlp_params(
+        model, moe.shared_expert_intermediate_size)
+    return out
+
+
+def total_params(model: Model) -> float:
+    return sum(param_breakdown(model).values())
+
+
+def active_params(model: Model) -> float:
+    """Parameters one token touches: the k routed experts of each MoE layer, not all E."""
+    parts = param_breakdown(model)
+    if model.moe is not None:
+        parts["experts"] *= model.moe.experts_per_token / model.moe.num_experts
+    return sum(parts.values())
+
+
+def weight_bytes(model: Model) -> float:
+    """Bytes of all weights as stored (experts may use their own dtype, e.g. MXFP4)."""
+    parts = param_breakdown(model)
+    experts = sum(parts.pop(k, 0.0) for k in EXPERT_COMPONENTS)
+    return sum(parts.values()) * model.bytes_per_param + experts * model.expert_bytes_per_param

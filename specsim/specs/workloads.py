@@ -1,0 +1,98 @@
+"""Workloads: what a deployment serves (context length, acceptance of its drafter).
+
+An acceptance block, in a workload or a drafter spec, gives per-position conditional
+acceptance `alpha` (a list, or one number for every position), optionally per-rank acceptance
+`ranks` for trees, or a published mean acceptance length `tau` of a chain of `gamma` draft
+tokens from which a constant alpha is derived. Without `ranks`, trees use the article's
+candidate-rank model a_j = alpha (1 - alpha)^j with alpha the first position's acceptance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specsim.errors import SpecError
+from specsim.specs.io import Fields, read_spec_file, resolve_path
+from specsim.speculation.acceptance import (
+    AcceptanceProfile,
+    alpha_from_tau,
+    rank_acceptance_geometric,
+)
+
+# Ranks of the geometric model kept for trees: a_j = alpha (1 - alpha)^j below 1e-12 beyond.
+GEOMETRIC_RANKS = 64
+
+
+def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
+    """Parse an acceptance block (see the module docstring)."""
+    source = f"{where}: {f.string('source')}"
+    if f.has("tau"):
+        tau, gamma = f.number("tau", minimum=1.0), f.integer("gamma", minimum=1)
+        try:
+            alphas: list[float] = [float(alpha_from_tau(tau, gamma))]
+        except SpecError:
+            raise f.error("tau", f"= {tau} must be in [1, gamma + 1 = {gamma + 1}]") from None
+    else:
+        alphas = _numbers(f, "alpha")
+    ranks = _numbers(f, "ranks") if f.has("ranks") else \
+        [float(a) for a in rank_acceptance_geometric(alphas[0], GEOMETRIC_RANKS)]
+    try:
+        return AcceptanceProfile(position_alphas=tuple(alphas), rank_acceptance=tuple(ranks),
+                                 source=source)
+    except SpecError as err:
+        raise f.error("", str(err)) from None
+
+
+def constant_profile(alpha: float) -> AcceptanceProfile:
+    """alpha at every position, the article's rank model for trees."""
+    if not 0.0 <= alpha <= 1.0:
+        raise SpecError(f"option --alpha: must be in [0, 1], got {alpha}")
+    ranks = rank_acceptance_geometric(alpha, GEOMETRIC_RANKS)
+    return AcceptanceProfile(position_alphas=(alpha,), rank_acceptance=tuple(ranks),
+                             source=f"--alpha {alpha:g} (a_j = alpha (1 - alpha)^j for trees)")
+
+
+def _numbers(f: Fields, key: str) -> list[float]:
+    value = f.value(key)
+    values = value if isinstance(value, list) else [value]
+    numbers = [float(v) for v in values
+               if isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0]
+    if not values or len(numbers) != len(values):
+        raise f.error(key, f"must be a number or a list of numbers in [0, 1], got {value!r}")
+    return numbers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """A serving scenario: the context per request and the drafter's acceptance on it."""
+
+    slug: str
+    name: str
+    context: float
+    acceptance: AcceptanceProfile
+    path: str = ""
+
+
+def load_workload(name: str) -> Workload:
+    """Load a built-in workload by slug or a YAML file by path."""
+    path = resolve_path("scenarios", name)
+    spec = read_spec_file(path)
+    f = Fields(spec.data, spec.path)
+    block = f.sub("acceptance")
+    assert block is not None
+    return Workload(slug=path.stem, name=f.string("name"), context=f.number("context", 0.0,
+                    minimum=0.0), acceptance=acceptance_profile(block, spec.path),
+                    path=spec.path)
+
+
+def workload_to_yaml(name: str, profile: AcceptanceProfile, *, context: float,
+                     counts_source: str) -> dict[str, Any]:
+    """A workload mapping (for `acceptance fit`) in the form `load_workload` reads."""
+    return {
+        "name": name,
+        "context": context,
+        "source": counts_source,
+        "acceptance": {"alpha": [round(a, 6) for a in profile.position_alphas],
+                       "source": counts_source},
+    }

@@ -1,0 +1,1 @@
+"""Draft-and-verify rounds: acceptance, trees, drafter cost, speedup and the recommendation."""

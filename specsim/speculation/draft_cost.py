@@ -1,0 +1,208 @@
+"""Drafter time per round, from the drafter's architecture on the same roofline as the target.
+
+Each family spends a round differently (DESIGN.md section 4): an autoregressive drafter runs one
+pass per drafted level (the first also absorbs the tokens accepted last round), a parallel
+drafter runs its backbone once over its block, Medusa's heads ride on the target's last hidden
+state. Every pass is costed by `pass_cost` on the drafter's own layers, LM head and cache, and
+the few GEMMs outside its layers (the fc fusing target hidden states, the K/V injection of
+DFlash-style caches, Medusa and Markov heads) by the GEMM model, so a calibrated GPU profile
+bends drafter and target alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from specsim.forward.cost import pass_cost
+from specsim.forward.gemm import gemm_time_s
+from specsim.forward.shapes import FloatArray, uniform_passes
+from specsim.specs.drafters import Drafter
+from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
+from specsim.specs.hardware import Hardware
+from specsim.specs.models import Model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundShape:
+    """What one round drafts per request, as arrays over S candidate settings.
+
+    depth: sequential levels (a chain's length; a tree's depth); nodes: drafted nodes;
+    accepted: expected tokens accepted in the previous round (tau), which the drafter absorbs
+    into its context; batch: requests; context: cached tokens per request.
+    """
+
+    batch: FloatArray
+    depth: FloatArray
+    nodes: FloatArray
+    accepted: FloatArray
+    context: FloatArray
+
+    @property
+    def width(self) -> FloatArray:
+        """Tokens per request per sequential pass: the average level width of the tree."""
+        return np.where(self.depth > 0, np.ceil(self.nodes / np.maximum(self.depth, 1)), 0.0)
+
+
+def round_shape(*, batch: ArrayLike, depth: ArrayLike, nodes: ArrayLike, accepted: ArrayLike,
+                context: ArrayLike = 0.0) -> RoundShape:
+    """Broadcast the round's parameters to a common shape (S,)."""
+    arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.float64))
+                                   for x in (batch, depth, nodes, accepted, context)))
+    b, d, n, a, c = (np.ascontiguousarray(x) for x in arrays)
+    return RoundShape(batch=b, depth=d, nodes=n, accepted=a, context=c)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Env:
+    hw: Hardware
+    tp: int
+    precision: Precision
+
+    def gemm_s(self, m: FloatArray, k: float, n: float, wb: float = 2.0) -> FloatArray:
+        """One weight GEMM (m x k) @ (k x n) on this GPU, n split over the TP group."""
+        return gemm_time_s(
+            m, k, n / self.tp, weight_bytes_per_param=wb,
+            act_bytes_per_elem=BYTES_PER_PARAM[self.precision.activation_dtype],
+            bandwidth_bytes_per_s=self.hw.hbm_bandwidth_bytes_per_s,
+            flops_per_s=self.hw.flops_per_s(self.precision.compute_dtype),
+            eff=self.hw.efficiency.gemm) * (m > 0)
+
+    def pass_s(self, model: Model, tokens: FloatArray, batch: FloatArray, context: FloatArray
+               ) -> FloatArray:
+        """A forward pass of `model` over `tokens` per request for `batch` requests.
+
+        Large sweeps with few distinct batch sizes and one context are timed on an integer grid
+        of tokens per distinct batch size and interpolated: between integers every op's time
+        is linear in the tokens, so the interpolation is exact away from a knee.
+        """
+        batches = np.unique(batch)
+        if tokens.size <= 64 * batches.size or np.ptp(context) > 0:
+            shape = uniform_passes(np.maximum(tokens, 1.0), batch, context)
+            time = pass_cost(model, self.hw, shape, tp=self.tp, precision=self.precision).time_s
+            return np.asarray(time * (tokens > 0))
+        grid = np.arange(1.0, np.ceil(tokens.max()) + 2.0)
+        shape = uniform_passes(np.tile(grid, batches.size), np.repeat(batches, grid.size),
+                               context.flat[0])
+        table = pass_cost(model, self.hw, shape, tp=self.tp, precision=self.precision).time_s
+        table = table.reshape(batches.size, grid.size)
+        out = np.empty_like(tokens)
+        for i, b in enumerate(batches):
+            mask = batch == b
+            out[mask] = np.interp(np.maximum(tokens[mask], 1.0), grid, table[i])
+        return np.asarray(out * (tokens > 0))
+
+
+def backbone(drafter: Drafter) -> Model:
+    """The drafter's decoder layers and LM head as a model the roofline can time."""
+    if drafter.model is not None:
+        return drafter.model
+    if drafter.kind.target_shaped_layers:  # MTP: one layer of the target's own layout
+        target = drafter.target
+        moe = dataclasses.replace(target.moe, dense_layers=0) if target.moe else None
+        return dataclasses.replace(target, slug=drafter.slug, num_layers=drafter.layers,
+                                   layer_types=("full_attention",) * drafter.layers, moe=moe)
+    return Model(
+        slug=drafter.slug, name=drafter.name, architecture=drafter.family,
+        hidden_size=drafter.hidden_size, num_layers=drafter.layers,
+        num_attention_heads=drafter.num_attention_heads, num_kv_heads=drafter.num_kv_heads,
+        head_dim=drafter.head_dim, intermediate_size=drafter.intermediate_size,
+        vocab_size=drafter.vocab_size, tie_word_embeddings=True,
+        layer_types=("full_attention",) * drafter.layers, weight_dtype=drafter.weight_dtype)
+
+
+def _fuse_s(env: _Env, drafter: Drafter, tokens: FloatArray) -> FloatArray:
+    """The fc that fuses `fused_target_layers` target hidden states into the drafter's input."""
+    if not drafter.fused_target_layers:
+        return np.zeros_like(tokens)
+    d = drafter.hidden_size
+    return env.gemm_s(tokens, drafter.fused_target_layers * d, d)
+
+
+def _autoregressive(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
+    """One pass per level; the first also absorbs last round's accepted tokens.
+
+    Only the first pass fuses target hidden states (those of the accepted tokens); later
+    levels feed the drafter's own states back in.
+    """
+    model = backbone(drafter)
+    first_tokens = np.maximum(r.accepted, r.width) * (r.depth > 0)
+    first = env.pass_s(model, first_tokens, r.batch, r.context)
+    later = env.pass_s(model, r.width, r.batch, r.context)
+    fuse = _fuse_s(env, drafter, r.batch * first_tokens)
+    return first + np.maximum(r.depth - 1, 0) * later + fuse
+
+
+def _parallel_block(drafter: Drafter, r: RoundShape) -> FloatArray:
+    """Positions one backbone pass covers per request: the trained block, or depth + 1."""
+    if drafter.family == "p_eagle":
+        return np.minimum(r.depth + 1, drafter.block_size)
+    return np.full_like(r.depth, float(drafter.block_size))
+
+
+def _injection_s(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
+    """DFlash-style own cache: fuse the accepted tokens' target states, project and write K/V."""
+    m = r.batch * r.accepted
+    kv_out = 2 * drafter.num_kv_heads * drafter.head_dim
+    return _fuse_s(env, drafter, m) + drafter.layers * env.gemm_s(m, drafter.hidden_size, kv_out)
+
+
+def _parallel(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
+    """One backbone pass over the block (DEdit: plus its editing passes), then the heads."""
+    model = backbone(drafter)
+    context = r.context
+    if drafter.attention_window:  # reads the target's K/V in place through a window
+        context = np.minimum(context, drafter.attention_window)
+    block = _parallel_block(drafter, r) * (r.depth > 0)
+    passes = 1 + drafter.edit_passes
+    time = passes * env.pass_s(model, block, r.batch, context)
+    if drafter.kind.cache == "own_layers":
+        time = time + _injection_s(env, drafter, r) * (r.depth > 0)
+    else:  # fixed-size state rebuilt from the last hidden states every round
+        time = time + _fuse_s(env, drafter, r.batch * (r.depth > 0))
+    if drafter.markov_rank:  # one low-rank transition GEMM per drafted position, in sequence
+        markov = env.gemm_s(r.batch, drafter.markov_rank, drafter.target.vocab_size)
+        time = time + r.depth * markov
+    return np.asarray(time)
+
+
+def _medusa(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
+    """Heads on the target's last hidden state: a residual block and an LM head each."""
+    d, vocab = drafter.hidden_size, drafter.target.vocab_size
+    heads = np.minimum(r.depth, drafter.medusa_heads)
+    per_head = env.gemm_s(r.batch, d, d) + env.gemm_s(r.batch, d, vocab)
+    return np.asarray(heads * per_head)
+
+
+_COSTS: dict[str, Callable[[_Env, Drafter, RoundShape], FloatArray]] = {
+    "small_llm": _autoregressive,
+    "eagle": _autoregressive,
+    "eagle3": _autoregressive,
+    "mtp": _autoregressive,
+    "medusa": _medusa,
+    "p_eagle": _parallel,
+    "pard": _parallel,
+    "dflash": _parallel,
+    "dspark": _parallel,
+    "dedit": _parallel,
+    "hspec": _parallel,
+}
+
+
+def draft_time_s(drafter: Drafter, hw: Hardware, shape: RoundShape, *, tp: int = 1,
+                 precision: Precision | None = None) -> FloatArray:
+    """Seconds one round of drafting takes, for each of the S settings in `shape`."""
+    env = _Env(hw=hw, tp=tp, precision=precision or Precision())
+    return _COSTS[drafter.family](env, drafter, shape)
+
+
+def draft_passes(drafter: Drafter, depth: ArrayLike) -> FloatArray:
+    """Sequential drafter passes per round: depth for autoregressive drafters, else 1 (+ edits)."""
+    d = np.asarray(depth, dtype=np.float64)
+    if drafter.kind.parallel:
+        return np.where(d > 0, 1.0 + drafter.edit_passes, 0.0)
+    return d

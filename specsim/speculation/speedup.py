@@ -1,0 +1,234 @@
+"""speedup(N, B): draft-and-verify rounds against plain decoding, per batch size and tree size.
+
+A round verifies B requests x (N + 1) tokens in one target pass and drafts N nodes in `depth`
+sequential levels (the article's "Verification bottlenecks"):
+
+    round_time(B, N) = T(B (N + 1)) + T_draft(B, N) + round overhead
+    speedup(N, B)    = tau(N) T(B) / round_time(B, N)
+
+tokens per second per user = tau / round_time, throughput = B tau / round_time. Candidates are
+chains of gamma tokens or best-first trees (depth-capped for drafters that pay one pass per
+level); `best_per_batch` picks the candidate that maximizes speedup or throughput within memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from specsim.errors import SpecError
+from specsim.forward.cost import pass_cost
+from specsim.forward.memory import memory_plan
+from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
+from specsim.specs.drafters import Drafter
+from specsim.specs.dtypes import Precision
+from specsim.specs.hardware import Hardware
+from specsim.specs.models import Model
+from specsim.speculation.acceptance import AcceptanceProfile
+from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
+from specsim.speculation.trees import best_first_tree
+
+IntArray = NDArray[np.int64]
+SHAPES = ("chain", "tree")
+OBJECTIVES = ("speedup", "throughput")
+# Depth caps tried for drafters that pay one pass per tree level (EAGLE-style trees are 4-10
+# levels deep; a level costs a full drafter pass, so deeper caps rarely pay).
+AUTOREGRESSIVE_DEPTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidates:
+    """Ways to speculate: K candidates, each N drafted nodes in `depth` levels, with its tau.
+
+    shape: "chain" or "tree" per candidate ("chain" for N = 0, plain decoding);
+    max_width: most children of one node (SGLang's topk), 1 for chains.
+    """
+
+    nodes: FloatArray
+    depth: FloatArray
+    tau: FloatArray
+    max_width: FloatArray
+    shape: tuple[str, ...]
+
+
+def chain_candidates(profile: AcceptanceProfile, max_gamma: int) -> Candidates:
+    """Chains of gamma = 0..max_gamma draft tokens."""
+    gamma = np.arange(max_gamma + 1, dtype=np.float64)
+    # tau(gamma) = 1 + sum_{k <= gamma} prod_{i <= k} alpha_i for every gamma at once
+    reach = np.cumprod(profile.alphas(max_gamma))
+    tau = np.concatenate([[1.0], 1.0 + np.cumsum(reach)])
+    return Candidates(nodes=gamma, depth=gamma, tau=tau, max_width=np.minimum(gamma, 1.0),
+                      shape=("chain",) * (max_gamma + 1))
+
+
+def tree_candidates(rank_acceptance: ArrayLike, max_nodes: int,
+                    depth_caps: tuple[int | None, ...] = (None,)) -> Candidates:
+    """Best-first trees of N = 0..max_nodes nodes under the candidate-rank model, per depth cap.
+
+    The top-N nodes by path probability among those at most `cap` deep form the optimal tree
+    for N nodes and that depth (a child never beats its parent), so one best-first pass per cap
+    gives every N at once.
+    """
+    parts = []
+    for cap in depth_caps:
+        tree = best_first_tree(rank_acceptance, max_nodes, cap)
+        count = tree.num_nodes
+        gains = np.zeros(max_nodes + 1)
+        gains[1:count + 1] = tree.path_probability
+        depth = np.zeros(max_nodes + 1)
+        depth[1:count + 1] = np.maximum.accumulate(tree.depths)
+        depth[count + 1:] = depth[count]
+        width = np.zeros(max_nodes + 1)
+        # Siblings are added best rank first, so a node of rank r means r + 1 children there.
+        width[1:count + 1] = np.maximum.accumulate(tree.ranks + 1)
+        width[count + 1:] = width[count]
+        parts.append((np.arange(max_nodes + 1.0), depth, 1.0 + np.cumsum(gains), width))
+    nodes, depth, tau, width = (np.concatenate(p) for p in zip(*parts, strict=True))
+    shape = tuple("chain" if w <= 1 else "tree" for w in width)
+    return Candidates(nodes=nodes, depth=depth, tau=tau, max_width=width, shape=shape)
+
+
+def candidates_for(drafter: Drafter | None, profile: AcceptanceProfile, *, shape: str,
+                   max_nodes: int, sequential: bool = False) -> Candidates:
+    """Chains or trees a drafter can produce: its draft limit caps the depth.
+
+    Drafters that pay one pass per level get trees under several depth caps; parallel ones
+    (and, without a drafter, an idealized parallel drafter unless `sequential`) any depth.
+    """
+    if shape not in SHAPES:
+        raise SpecError(f"shape '{shape}' is not one of {', '.join(SHAPES)}")
+    limit = drafter.draft_limit if drafter is not None else 0
+    if shape == "chain":
+        return chain_candidates(profile, min(max_nodes, limit) if limit else max_nodes)
+    if not profile.rank_acceptance:
+        raise SpecError(f"{profile.source}: no per-rank acceptance, so no trees; use chains")
+    ranks = profile.ranks(max(max_nodes, 1))
+    parallel = drafter.kind.parallel if drafter is not None else not sequential
+    if parallel:
+        caps: tuple[int | None, ...] = (limit or None,)
+    else:
+        caps = tuple(d for d in AUTOREGRESSIVE_DEPTHS if not limit or d <= limit)
+    return tree_candidates(ranks, max_nodes, caps)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeedupTable:
+    """Every candidate at every batch size; 2-D arrays are (batch, candidate), seconds."""
+
+    batch: FloatArray
+    candidates: Candidates
+    baseline_s: FloatArray
+    verify_s: FloatArray
+    draft_s: FloatArray
+    round_overhead_s: float
+    fits: BoolArray
+    context: float
+
+    @property
+    def round_s(self) -> FloatArray:
+        speculating = self.candidates.nodes > 0
+        return self.verify_s + self.draft_s + self.round_overhead_s * speculating
+
+    @property
+    def speedup(self) -> FloatArray:
+        return self.candidates.tau * self.baseline_s[:, None] / self.round_s
+
+    @property
+    def tokens_per_s_per_user(self) -> FloatArray:
+        return self.candidates.tau / self.round_s
+
+    @property
+    def throughput(self) -> FloatArray:
+        return self.batch[:, None] * self.tokens_per_s_per_user
+
+    def best(self, objective: str = "speedup") -> IntArray:
+        """Index of the best candidate per batch size (plain decoding when nothing beats it)."""
+        if objective not in OBJECTIVES:
+            raise SpecError(f"objective '{objective}' is not one of {', '.join(OBJECTIVES)}")
+        score = self.speedup if objective == "speedup" else self.throughput
+        # Ties: fewer nodes first (argmax keeps the first maximum, candidates ascend in N).
+        return np.asarray(np.argmax(np.round(score, 12), axis=1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setup:
+    """The target, GPU, drafter and serving parameters a speedup table is computed for.
+
+    draft_cost: a measured drafter cost relative to one decoding step at the same batch size,
+    per sequential drafter pass; None derives it from the drafter's architecture. Without a
+    drafter, a round takes one drafter pass (a parallel drafter, as in the article's tree
+    figure), or one per level with `sequential_draft`. context: cached tokens per request, or a
+    mix of contexts the batch's requests spread over evenly (the target's passes and memory
+    see each; the drafter's passes see their mean).
+    """
+
+    target: Model
+    hardware: Hardware
+    drafter: Drafter | None = None
+    context: float | tuple[float, ...] = 0.0
+    tp: int = 1
+    draft_cost: float | None = None
+    sequential_draft: bool = False
+    round_overhead_s: float = 0.0
+    memory_fraction: float = 0.9
+    precision: Precision = field(default_factory=Precision)
+
+
+def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> SpeedupTable:
+    """Round time, speedup and throughput of every candidate at every batch size."""
+    b = np.atleast_1d(np.asarray(batch, dtype=np.float64))
+    if b.size == 0 or np.any(b < 1):
+        raise SpecError("batch sizes must be >= 1")
+    if setup.drafter is None and setup.draft_cost is None:
+        raise SpecError("give a drafter or a relative draft cost (--draft-cost)")
+    grid_b = np.repeat(b, candidates.nodes.size)
+    grid_n = np.tile(candidates.nodes, b.size)
+    grid_d = np.tile(candidates.depth, b.size)
+    grid_tau = np.tile(candidates.tau, b.size)
+    t = setup.target
+    contexts = np.atleast_1d(np.asarray(setup.context, dtype=np.float64))
+    baseline = pass_cost(t, setup.hardware, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
+                         precision=setup.precision).time_s
+    # Verification depends on (B, N) only: time each distinct N once, then gather.
+    nodes, index = np.unique(candidates.nodes, return_inverse=True)
+    cost = pass_cost(
+        t, setup.hardware,
+        batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
+        tp=setup.tp, precision=setup.precision)
+    verify = cost.time_s.reshape(b.size, nodes.size)[:, index.ravel()]
+    slowdown = setup.hardware.efficiency.tree_attention_slowdown
+    if slowdown != 1.0:  # tree masks fall off the fast causal attention kernels
+        attention = sum(v for k, v in cost.by_op().items() if k.endswith("attention"))
+        is_tree = candidates.max_width > 1
+        extra = (slowdown - 1.0) * np.asarray(attention).reshape(b.size, nodes.size)
+        verify = verify + extra[:, index.ravel()] * is_tree
+    if setup.draft_cost is not None:
+        if setup.drafter is not None:
+            passes = draft_passes(setup.drafter, grid_d)
+        else:
+            passes = grid_d if setup.sequential_draft else np.minimum(grid_d, 1.0)
+        draft = setup.draft_cost * np.repeat(baseline, candidates.nodes.size) * passes
+    else:
+        assert setup.drafter is not None
+        shape = round_shape(batch=grid_b, depth=grid_d, nodes=grid_n, accepted=grid_tau,
+                            context=float(contexts.mean()))
+        draft = draft_time_s(setup.drafter, setup.hardware, shape, tp=setup.tp,
+                             precision=setup.precision)
+    draft = np.where(grid_n > 0, draft, 0.0)
+    k = candidates.nodes.size
+    return SpeedupTable(
+        batch=b, candidates=candidates, baseline_s=baseline,
+        verify_s=verify, draft_s=draft.reshape(b.size, k),
+        round_overhead_s=setup.round_overhead_s, fits=_fits(setup, b, contexts),
+        context=float(contexts.mean()))
+
+
+def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
+    d = setup.drafter
+    plan = memory_plan(setup.target, setup.hardware.hbm_capacity_bytes, batch, contexts,
+                       tp=setup.tp, drafter_cache=d.cache_layout(tp=setup.tp) if d else None,
+                       drafter_weights_bytes=d.weight_bytes() if d else 0.0,
+                       memory_fraction=setup.memory_fraction)
+    return plan.fits

@@ -1,0 +1,377 @@
+"""Token trees: the tree structure, its tau and attention mask, and tree builders.
+
+A tree holds N drafted nodes 0..N-1; the root is the last verified token and is not a node.
+Nodes are stored in topological order (every parent before its children). The candidate-rank
+model says the j-th candidate (j = 0 best) at any node is the target's token with probability
+a_j; these events are mutually exclusive, so sum_j a_j <= 1, and a node's path probability is
+the product of a_rank along its root-to-node path.
+
+Builders: `best_first_tree` (top `budget` path probabilities, optionally depth-capped),
+`best_first_tau_curve` (tau for every budget at once), `depth_limited_tau_table` /
+`best_tree_depth_limited` (Sequoia-style dynamic program over budget and depth), `ddtree`
+(best-first over a parallel drafter's per-position marginals) and `chain`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from specsim.errors import SpecError
+from specsim.speculation.acceptance import PROBABILITY_TOLERANCE
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Tree:
+    """A drafted token tree.
+
+    Attributes:
+        parents: parent node of each node, shape (N,), -1 for children of the root; every
+            parent index is smaller than its child's index.
+        depths: depth of each node, shape (N,), 1 for children of the root.
+        ranks: candidate rank of each node among its parent's candidates, shape (N,), 0 = best.
+        path_probability: probability that the target accepts the whole root-to-node path,
+            shape (N,), in [0, 1].
+    """
+
+    parents: IntArray
+    depths: IntArray
+    ranks: IntArray
+    path_probability: FloatArray
+
+    def __post_init__(self) -> None:
+        for name in ("parents", "depths", "ranks"):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.int64))
+        prob = np.asarray(self.path_probability, dtype=np.float64)
+        object.__setattr__(self, "path_probability", prob)
+        n = self.parents.shape[0]
+        if any(a.shape != (n,) for a in (self.parents, self.depths, self.ranks, prob)):
+            raise SpecError("tree: parents, depths, ranks, path_probability need equal (N,) shape")
+        _validate_structure(self.parents, self.depths, self.ranks, prob)
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of drafted nodes N."""
+        return int(self.parents.shape[0])
+
+    @property
+    def depth(self) -> int:
+        """Maximum node depth (0 for an empty tree)."""
+        return int(self.depths.max(initial=0))
+
+    @property
+    def tau(self) -> float:
+        """Expected tokens per round, 1 + sum of path probabilities (Miao et al. 2023)."""
+        return 1.0 + float(self.path_probability.sum())
+
+    def attention_mask(self) -> BoolArray:
+        """(N, N) mask, True where the row node attends the column node (ancestors and itself)."""
+        n = self.num_nodes
+        mask = np.zeros((n, n), dtype=bool)
+        for level in range(1, self.depth + 1):
+            nodes = np.flatnonzero(self.depths == level)
+            if level > 1:
+                mask[nodes] = mask[self.parents[nodes]]
+            mask[nodes, nodes] = True
+        return mask
+
+    def width_per_level(self) -> IntArray:
+        """Number of nodes at depth 1..depth, shape (depth,)."""
+        return np.bincount(self.depths, minlength=self.depth + 1)[1:].astype(np.int64)
+
+    def position_ids(self) -> IntArray:
+        """Position offset of each node after the root (its depth), shape (N,)."""
+        return self.depths.copy()
+
+
+def _validate_structure(
+    parents: IntArray, depths: IntArray, ranks: IntArray, prob: FloatArray
+) -> None:
+    """Raise SpecError unless the arrays describe a topologically ordered tree."""
+    index = np.arange(parents.shape[0])
+    if np.any(parents < -1) or np.any(parents >= index):
+        raise SpecError("tree.parents: each parent must be -1 or an earlier node index")
+    parent_depth = np.where(parents >= 0, depths[np.maximum(parents, 0)], 0)
+    if np.any(depths != parent_depth + 1):
+        raise SpecError("tree.depths: each depth must be its parent's depth + 1 (root = 0)")
+    if np.any(ranks < 0):
+        raise SpecError("tree.ranks: candidate ranks must be >= 0")
+    edges = (parents + 1) * (ranks.max(initial=0) + 1) + ranks  # unique id per (parent, rank)
+    if np.unique(edges).shape[0] != edges.shape[0]:
+        raise SpecError("tree.ranks: two children of one node share a candidate rank")
+    if not np.all(np.isfinite(prob)) or np.any(prob < 0.0) or np.any(prob > 1.0):
+        raise SpecError("tree.path_probability: must lie in [0, 1]")
+    parent_prob = np.where(parents >= 0, prob[np.maximum(parents, 0)], 1.0)
+    if np.any(prob > parent_prob + PROBABILITY_TOLERANCE):
+        raise SpecError("tree.path_probability: a child cannot be likelier than its parent")
+
+
+def empty_tree() -> Tree:
+    """The tree with no drafted nodes (plain decoding: tau = 1)."""
+    none = np.zeros(0, dtype=np.int64)
+    return Tree(parents=none, depths=none, ranks=none, path_probability=np.zeros(0))
+
+
+def chain(alphas: npt.ArrayLike) -> Tree:
+    """A chain of gamma draft tokens as a tree.
+
+    Args:
+        alphas: conditional acceptance alpha_k of positions 1..gamma, shape (gamma,).
+
+    Returns:
+        Tree with node k-1 at depth k, rank 0, path probability prod_{i<=k} alpha_i.
+    """
+    alpha = np.asarray(alphas, dtype=np.float64)
+    if alpha.ndim != 1 or np.any(alpha < 0.0) or np.any(alpha > 1.0):
+        raise SpecError(f"alphas: need a (gamma,) array of values in [0, 1], got {alpha}")
+    gamma = alpha.shape[0]
+    return Tree(
+        parents=np.arange(gamma) - 1,
+        depths=np.arange(1, gamma + 1),
+        ranks=np.zeros(gamma, dtype=np.int64),
+        path_probability=np.cumprod(alpha).astype(np.float64),
+    )
+
+
+def _rank_vector(rank_acceptance: npt.ArrayLike) -> FloatArray:
+    """Validate a_j: shape (J,), values in [0, 1], sum <= 1."""
+    a = np.asarray(rank_acceptance, dtype=np.float64)
+    if a.ndim != 1 or not np.all(np.isfinite(a)) or np.any(a < 0.0) or np.any(a > 1.0):
+        raise SpecError(f"rank_acceptance: need a (J,) array of values in [0, 1], got {a}")
+    if a.sum() > 1.0 + PROBABILITY_TOLERANCE:
+        raise SpecError(f"rank_acceptance: ranks are exclusive, sum must be <= 1, got {a.sum()}")
+    return a
+
+
+def _check_budget(budget: int, max_depth: int | None) -> None:
+    if budget < 0:
+        raise SpecError(f"budget: node budget must be >= 0, got {budget}")
+    if max_depth is not None and max_depth < 0:
+        raise SpecError(f"max_depth: must be >= 0, got {max_depth}")
+
+
+def _best_first(
+    values: FloatArray, budget: int, depth_limit: int
+) -> tuple[IntArray, IntArray, IntArray, FloatArray]:
+    """The `budget` best paths by summed score, popped best first (parents before children).
+
+    Scores add along a path and never increase (log-probabilities), so a popped node only
+    needs to offer two successors, its best child one level deeper and its next-best sibling.
+    Ties pop the shallower node first, then the child of the earlier-popped parent, then the
+    better candidate.
+
+    Args:
+        values: candidate scores per depth, shape (D, K), each row sorted descending; row d
+            scores depth d + 1 and depths beyond D reuse the last row.
+        budget: maximum number of nodes returned.
+        depth_limit: deepest allowed node.
+
+    Returns:
+        parents, depths, candidate positions (column of `values`) and scores, each shape (n,).
+    """
+    out: list[tuple[int, int, int, float]] = []
+    if depth_limit > 0 and values.shape[1] > 0 and budget > 0:
+        rows: list[list[float]] = values.tolist()  # plain floats: fast heap arithmetic
+        rows += rows[-1:] * (min(depth_limit, budget) - len(rows))  # one row per depth
+        num_candidates = len(rows[0])
+        # entry: (-score, depth, parent node, candidate position, parent's score)
+        heap = [(-rows[0][0], 1, -1, 0, 0.0)]
+        while heap and len(out) < budget:
+            neg_score, depth, parent, position, parent_score = heapq.heappop(heap)
+            node, score = len(out), -neg_score
+            out.append((parent, depth, position, score))
+            if depth < depth_limit:
+                child_score = score + rows[depth][0]
+                heapq.heappush(heap, (-child_score, depth + 1, node, 0, score))
+            if position + 1 < num_candidates:
+                sibling_score = parent_score + rows[depth - 1][position + 1]
+                heapq.heappush(heap, (-sibling_score, depth, parent, position + 1, parent_score))
+    columns = list(zip(*out, strict=True)) if out else [(), (), (), ()]
+    parents, depths, positions = (np.array(c, dtype=np.int64) for c in columns[:3])
+    return parents, depths, positions, np.array(columns[3], dtype=np.float64)
+
+
+def best_first_tree(
+    rank_acceptance: npt.ArrayLike, budget: int, max_depth: int | None = None
+) -> Tree:
+    """Tree of the `budget` nodes with the highest path probability under the rank model.
+
+    Optimal for a node budget: tau is 1 + a sum over nodes and a child never beats its parent,
+    so the top-N nodes form a tree. Ties go to the shallower node (see `_best_first`).
+
+    Args:
+        rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
+        budget: maximum number of drafted nodes N.
+        max_depth: maximum depth (sequential drafter passes), None for unlimited.
+
+    Returns:
+        Tree with min(budget, number of admissible nodes) nodes in best-first order.
+    """
+    a = _rank_vector(rank_acceptance)
+    _check_budget(budget, max_depth)
+    order = np.argsort(-a, kind="stable")[:budget]  # candidates best first; ties: lower rank
+    with np.errstate(divide="ignore"):
+        log_a = np.log(a[order])[None, :]  # the same candidates at every depth
+    depth_limit = budget if max_depth is None else min(budget, max_depth)
+    parents, depths, positions, log_prob = _best_first(log_a, budget, depth_limit)
+    return Tree(
+        parents=parents,
+        depths=depths,
+        ranks=order[positions].astype(np.int64),
+        path_probability=np.exp(log_prob),
+    )
+
+
+def best_first_tau_curve(
+    rank_acceptance: npt.ArrayLike, max_budget: int, max_depth: int | None = None
+) -> FloatArray:
+    """tau of the best tree for every node budget N = 0..max_budget under the rank model.
+
+    Args:
+        rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
+        max_budget: largest node budget.
+        max_depth: maximum depth, None for unlimited.
+
+    Returns:
+        tau(N), tokens per round, shape (max_budget + 1,); flat once no admissible node is left.
+    """
+    tree = best_first_tree(rank_acceptance, max_budget, max_depth)
+    gains = np.zeros(max_budget + 1)
+    gains[1 : tree.num_nodes + 1] = tree.path_probability
+    return np.asarray(1.0 + np.cumsum(gains), dtype=np.float64)
+
+
+def depth_limited_tau_table(
+    rank_acceptance: npt.ArrayLike, budget: int, max_depth: int
+) -> FloatArray:
+    """Optimal tau for every node budget and depth limit (Sequoia-style dynamic program).
+
+    value[d, n] is the largest sum of path probabilities below a node over subtrees with at
+    most n nodes and at most d levels; the children of a node share its budget as a knapsack
+    over candidate ranks. Cost O(max_depth * J * budget^2).
+
+    Args:
+        rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
+        budget: largest node budget N.
+        max_depth: largest depth limit D.
+
+    Returns:
+        tau[d, n] = 1 + value[d, n], shape (max_depth + 1, budget + 1).
+    """
+    value, _ = _depth_limited_dp(_rank_vector(rank_acceptance), budget, max_depth)
+    return np.asarray(1.0 + value, dtype=np.float64)
+
+
+def _depth_limited_dp(
+    a: FloatArray, budget: int, max_depth: int
+) -> tuple[FloatArray, IntArray]:
+    """Dynamic program behind `depth_limited_tau_table`.
+
+    Returns:
+        value, shape (D + 1, N + 1), and choice[d, j, n], shape (D + 1, J, N + 1): how many
+        nodes (the rank-j child and its descendants) rank j takes when ranks j..J-1 share n.
+    """
+    _check_budget(budget, max_depth)
+    useful = np.zeros(a.shape[0], dtype=bool)  # a node has at most `budget` children, the best
+    useful[np.argsort(-a, kind="stable")[:budget]] = True
+    useful &= a > 0.0
+    value = np.zeros((max_depth + 1, budget + 1))
+    choice = np.zeros((max_depth + 1, a.shape[0], budget + 1), dtype=np.int64)
+    if budget == 0:
+        return value, choice
+    n = np.arange(budget + 1)[:, None]
+    m = np.arange(1, budget + 1)[None, :]  # nodes given to one rank: its child + m - 1 below
+    feasible = m <= n
+    remaining = np.where(feasible, n - m, 0)
+    rows = np.arange(budget + 1)
+    for d in range(1, max_depth + 1):
+        # Sequoia (Chen et al. 2024): a rank-j child's subtree is worth a_j (1 + value below)
+        subtree = 1.0 + value[d - 1, m - 1]
+        rest = np.zeros(budget + 1)  # knapsack over ranks j..J-1, built from the last rank
+        for j in np.flatnonzero(useful)[::-1]:
+            take = np.where(feasible, a[j] * subtree + rest[remaining], -np.inf)
+            best_m = np.argmax(take, axis=1)
+            best_take = take[rows, best_m]
+            better = best_take > rest  # strictly: never spend nodes that add nothing
+            choice[d, j] = np.where(better, best_m + 1, 0)
+            rest = np.where(better, best_take, rest)
+        value[d] = rest
+    return value, choice
+
+
+def best_tree_depth_limited(rank_acceptance: npt.ArrayLike, budget: int, max_depth: int) -> Tree:
+    """Best tree with at most `budget` nodes and depth <= `max_depth` (dynamic program).
+
+    Args:
+        rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
+        budget: maximum number of drafted nodes N.
+        max_depth: maximum depth D (sequential drafter passes).
+
+    Returns:
+        An optimal tree (nodes that add no probability are left out), nodes breadth first.
+    """
+    a = _rank_vector(rank_acceptance)
+    _, choice = _depth_limited_dp(a, budget, max_depth)
+    parents: list[int] = []
+    depths: list[int] = []
+    ranks: list[int] = []
+    probs: list[float] = []
+    # breadth first from the root: (node, its path probability, nodes below it, levels left)
+    queue = deque([(-1, 1.0, budget, max_depth)])
+    while queue:
+        node, prob, nodes_below, depth_left = queue.popleft()
+        for j in range(choice.shape[1]):
+            taken = int(choice[depth_left, j, nodes_below])
+            if taken:
+                parents.append(node)
+                depths.append(depths[node] + 1 if node >= 0 else 1)
+                ranks.append(j)
+                probs.append(prob * float(a[j]))
+                queue.append((len(parents) - 1, probs[-1], taken - 1, depth_left - 1))
+                nodes_below -= taken
+    return Tree(
+        parents=np.array(parents, dtype=np.int64),
+        depths=np.array(depths, dtype=np.int64),
+        ranks=np.array(ranks, dtype=np.int64),
+        path_probability=np.array(probs, dtype=np.float64),
+    )
+
+
+def ddtree(log_q: npt.ArrayLike, budget: int) -> tuple[Tree, IntArray]:
+    """Best-first token tree over a parallel drafter's per-position marginals (DDTree).
+
+    A path's score is the sum of the marginal log-probabilities of its tokens (Ringel and
+    Romano 2026); the `budget` best paths form a tree because extending a path or moving to a
+    worse sibling never raises its score.
+
+    Args:
+        log_q: per-position log-probabilities, shape (gamma, V); row k is draft position k + 1.
+        budget: maximum number of drafted nodes N.
+
+    Returns:
+        (tree, tokens): tree.path_probability = exp(score) and tree.ranks the rank of the token
+        in its position's marginal; tokens, shape (N,), the token id of each node.
+    """
+    scores = np.asarray(log_q, dtype=np.float64)
+    if scores.ndim != 2 or np.any(np.isnan(scores)) or np.any(scores > PROBABILITY_TOLERANCE):
+        raise SpecError(f"log_q: need (gamma, V) log-probabilities <= 0, got shape {scores.shape}")
+    _check_budget(budget, None)
+    top = np.argsort(-scores, axis=-1, kind="stable")[:, :budget]  # ties: lower token id first
+    sorted_scores = np.take_along_axis(scores, top, axis=-1)
+    parents, depths, positions, log_prob = _best_first(sorted_scores, budget, scores.shape[0])
+    tokens = top[depths - 1, positions].astype(np.int64)
+    tree = Tree(
+        parents=parents,
+        depths=depths,
+        ranks=positions,
+        path_probability=np.minimum(np.exp(log_prob), 1.0),
+    )
+    return tree, tokens
