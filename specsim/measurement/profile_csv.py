@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
+from specsim.forward.memory import kv_heads_per_gpu
 from specsim.forward.ops import pass_work
 from specsim.forward.shapes import BoolArray, decode_passes
 from specsim.specs.models import Model
@@ -78,7 +79,7 @@ def attention_shape(model: Model, tp: int) -> tuple[int, int, int, int]:
     heads = model.num_attention_heads // tp
     if model.mla is not None:
         return heads, 1, model.mla.cache_elems_per_token, model.mla.kv_lora_rank
-    return heads, max(1, model.num_kv_heads // tp), model.head_dim, model.head_dim
+    return heads, kv_heads_per_gpu(model.num_kv_heads, tp), model.head_dim, model.head_dim
 
 
 def tree_parents(queries: int) -> list[int]:
