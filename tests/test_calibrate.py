@@ -157,7 +157,7 @@ def test_calibration_moves_the_knee_and_shrinks_trees() -> None:
     trees get smaller than on the datasheet profile."""
     from specsim.forward.cost import forward_time_s
     from specsim.specs.drafters import load_drafter
-    from specsim.specs.workloads import constant_profile
+    from specsim.speculation.acceptance import constant_profile
     from specsim.speculation.recommend import recommend
     from specsim.speculation.speedup import Setup
 

@@ -7,7 +7,7 @@ import pytest
 
 from specsim.specs.drafters import load_drafter
 from specsim.specs.hardware import load_hardware
-from specsim.specs.workloads import constant_profile
+from specsim.speculation.acceptance import constant_profile
 from specsim.speculation.recommend import Choice, Recommendation, recommend, vllm_flag
 from specsim.speculation.speedup import Setup
 

@@ -103,7 +103,8 @@ def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float |
     from specsim.specs.drafters import load_drafter
     from specsim.specs.hardware import load_hardware
     from specsim.specs.models import load_model
-    from specsim.specs.workloads import constant_profile, load_workload
+    from specsim.specs.workloads import load_workload
+    from specsim.speculation.acceptance import constant_profile
     from specsim.speculation.speedup import Setup
 
     if alpha is not None and workload is not None:

@@ -166,9 +166,8 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
                 context: ArrayLike, *,
                 tp: int = 1, drafter_cache: CacheLayout | None = None,
                 drafter_weights_bytes: float = 0.0,
-                memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                workspace_tokens: float = DEFAULT_WORKSPACE_TOKENS, kv_dtype: str = "bf16",
-                weight_bytes_total: float | None = None) -> MemoryPlan:
+                memory_fraction: float = DEFAULT_MEMORY_FRACTION, kv_dtype: str = "bf16"
+                ) -> MemoryPlan:
     """Memory per GPU for `requests` concurrent requests, each holding `context` tokens.
 
     context: one length, or a mix of lengths the requests spread over evenly (caches are then
@@ -182,11 +181,11 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
     r = np.atleast_1d(np.asarray(requests, dtype=np.float64))
     target = kv_layout(model, tp=tp, kv_dtype=kv_dtype).bytes_per_request(ctx).mean()
     drafter = drafter_cache.bytes_per_request(ctx).mean() if drafter_cache else np.float64(0.0)
-    weights = (weight_bytes(model) if weight_bytes_total is None else weight_bytes_total) / tp
+    weights = weight_bytes(model) / tp
     return MemoryPlan(
         requests=r, context=float(ctx.mean()), weights_bytes=weights,
         drafter_weights_bytes=drafter_weights_bytes / tp,
-        workspace_bytes=workspace_bytes(model, tokens=workspace_tokens, tp=tp),
+        workspace_bytes=workspace_bytes(model, tp=tp),
         target_kv_bytes=r * float(target), drafter_kv_bytes=r * float(drafter),
         capacity_bytes=hbm_capacity_bytes, usable_bytes=memory_fraction * hbm_capacity_bytes,
         per_request_bytes=float(target + drafter))

@@ -17,7 +17,6 @@ import yaml
 
 from specsim.errors import SpecError
 
-KINDS = ("hardware", "models", "drafters", "scenarios")
 # Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
 _FOLDERS = {
     "hardware": "hardware",
