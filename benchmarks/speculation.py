@@ -12,10 +12,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from specsim.specs.drafters import load_drafter
-from specsim.specs.hardware import load_hardware
 import numpy as np
 
+from specsim.specs.drafters import load_drafter
+from specsim.specs.hardware import load_hardware
 from specsim.speculation.acceptance import constant_profile, rank_acceptance_geometric
 from specsim.speculation.recommend import recommend
 from specsim.speculation.simulate import simulate_rounds

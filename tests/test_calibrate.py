@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from specsim.errors import SpecError
+from specsim.measurement.backends import point_bytes
 from specsim.measurement.calibrate import calibrate, calibrated_yaml, holdout_summary
 from specsim.measurement.profile_csv import write_profile
-from specsim.measurement.backends import point_bytes
 from specsim.measurement.profiling import (
     ProfilePoint,
     make_backend,

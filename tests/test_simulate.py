@@ -8,7 +8,6 @@ distribution must not reject at the 1e-3 level (seeds fixed, so the test is dete
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from scipy.stats import chisquare
@@ -23,12 +22,12 @@ from specsim.speculation.simulate import (
     simulate_tree_walk,
 )
 from specsim.speculation.trees import Tree, best_first_tree, chain
-from tests.oracles import ddtree
 from specsim.speculation.verification import (
     EXPECTED_ACCEPTED,
     gumbel_match_probability,
     gumbel_rounds,
 )
+from tests.oracles import ddtree
 
 RULES = ("tokenwise", "block", "gumbel")
 ROUNDS = 100_000

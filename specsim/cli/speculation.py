@@ -262,11 +262,10 @@ def acceptance_fit(
 ) -> None:
     """Per-position conditional acceptance from vLLM's counters, as a workload profile."""
     from specsim.measurement.vllm_metrics import parse_prometheus_metrics, parse_vllm_log
-    from specsim.specs.io import write_yaml
+    from specsim.specs.io import check_writable, write_yaml
     from specsim.specs.workloads import workload_to_yaml
 
-    if out.exists() and not force:
-        raise SpecError(f"{out}: exists; pass --force to overwrite")
+    check_writable(out, force=force)
     try:
         text = metrics.read_text(encoding="utf-8", errors="replace")
     except OSError as err:

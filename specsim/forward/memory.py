@@ -78,7 +78,8 @@ def kv_bytes_per_token(*, kv_heads: int, head_dim: int, layers: int = 1, tp: int
 
 def attention_layer_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
                                        ) -> float:
-    """Bytes one attention layer of `model` caches per token on one GPU (K and V, or MLA's latent)."""
+    """Bytes one attention layer of `model` caches per token on one GPU (K and V, or MLA's
+    latent)."""
     if model.mla is not None:  # one latent per token, replicated on every TP rank
         return model.mla.cache_elems_per_token * BYTES_PER_PARAM[kv_dtype]
     return kv_bytes_per_token(kv_heads=model.num_kv_heads, head_dim=model.head_dim, tp=tp,

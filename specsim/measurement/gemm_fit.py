@@ -49,8 +49,8 @@ def robust_log_fit(predict_s: Callable[[FloatArray], FloatArray], time_s: FloatA
     def residuals(x: FloatArray) -> FloatArray:
         return np.asarray(np.log(np.maximum(predict_s(x), 1e-300)) - log_t, dtype=np.float64)
 
-    result = least_squares(residuals, x0, bounds=bounds if bounds is not None else (-np.inf, np.inf),
-                           loss=_LOSS, f_scale=_LOSS_SCALE)
+    limits = bounds if bounds is not None else (-np.inf, np.inf)
+    result = least_squares(residuals, x0, bounds=limits, loss=_LOSS, f_scale=_LOSS_SCALE)
     x = np.asarray(result.x, dtype=np.float64)
     return LogFit(x=x, log_residuals=residuals(x), evaluations=int(result.nfev),
                   status=int(result.status), message=str(result.message))
