@@ -9,8 +9,7 @@ from specsim.errors import SpecError
 from specsim.speculation.acceptance import (
     AcceptanceProfile,
     conditional_acceptance,
-    expected_accepted,
-    geometric_profile,
+    constant_profile,
     marginal_acceptance,
     rank_acceptance_geometric,
     speedup_constant_cost,
@@ -99,11 +98,6 @@ def test_tau_degenerate_gamma_zero_gives_one() -> None:
     assert tau_chain(np.zeros((3, 0))).tolist() == [1.0, 1.0, 1.0]
 
 
-def test_expected_accepted_is_tokens_per_round_minus_bonus() -> None:
-    # seed example: 3.68928 tokens per round = 2.68928 accepted draft tokens + the bonus token
-    assert float(expected_accepted([0.8] * 5)) == pytest.approx(2.68928, abs=1e-12)
-
-
 def test_tau_rejects_bad_input() -> None:
     with pytest.raises(SpecError, match="alpha"):
         tau_constant(1.2, 3)
@@ -171,8 +165,8 @@ def test_profile_from_ranks_only_uses_top_candidate_for_chains() -> None:
     np.testing.assert_allclose(profile.ranks(4), [0.7, 0.2, 0.0, 0.0])
 
 
-def test_geometric_profile_matches_seed_model() -> None:
-    profile = geometric_profile(0.8, 3, source="seed")
+def test_constant_profile_matches_seed_model() -> None:
+    profile = constant_profile(0.8)
     np.testing.assert_allclose(profile.ranks(3), [0.8, 0.16, 0.032])
     assert profile.tau(5) == pytest.approx(3.68928, abs=1e-12)
 

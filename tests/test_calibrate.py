@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 
 from specsim.errors import SpecError
+from specsim.measurement.backends import point_bytes
 from specsim.measurement.calibrate import calibrate, calibrated_yaml, holdout_summary
 from specsim.measurement.profile_csv import write_profile
 from specsim.measurement.profiling import (
+    ProfilePoint,
     make_backend,
     plan_profile,
     profile_metadata,
@@ -55,20 +57,80 @@ def cpu_hardware(write_yaml) -> Path:  # type: ignore[no-untyped-def]
     return write_yaml("cpu.yaml", NOMINAL_CPU)
 
 
-def test_cpu_profile_calibrate_predict(cpu_profile: Path, cpu_hardware: Path) -> None:
-    """Fit on two thirds of each kernel's grid, predict the other third.
+# The device the synthetic profile describes: 40% of the nominal bandwidth, 30% of its flops,
+# a 20 us floor per kernel, and 5% log-normal noise on every timed run.
+_TRUE_BANDWIDTH, _TRUE_FLOPS, _TRUE_FLOOR_S, _NOISE = 0.4, 0.3, 20e-6, 0.05
 
-    Tolerance: a shared CPU's kernels wander by 10-20% between runs and caches bend its
-    curve, so the held-out layer GEMM time must come within 30%, and at least 1.5x closer
-    than the nominal (datasheet-like) numbers.
+
+class _SyntheticBackend:
+    """Times each kernel by the roofline of a known device, with seeded noise (no clock)."""
+
+    name, device_name, dtype = "synthetic", "synthetic CPU", "fp32"
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(2024)
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def notes(self) -> dict[str, str]:
+        return {}
+
+    def time_s(self, point: ProfilePoint, *, repeats: int, warmup: int) -> np.ndarray:
+        if point.op_class == "gemm":  # 4-byte weights, inputs and outputs; 2 m k n flops
+            bytes_ = 4.0 * point.count * (point.m * point.k + point.k * point.n
+                                          + point.m * point.n)
+            flops = 2.0 * point.count * point.m * point.k * point.n
+        else:
+            bytes_, flops = point_bytes(point, 4.0), 0.0
+        exact = _TRUE_FLOOR_S + max(bytes_ / (_TRUE_BANDWIDTH * 20e9),
+                                    flops / (_TRUE_FLOPS * 0.1e12))
+        return exact * np.exp(self._rng.normal(0.0, _NOISE, repeats))
+
+
+@pytest.fixture(scope="module")
+def synthetic_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    model, backend = tiny_model(), _SyntheticBackend()
+    frame = run_profile(plan_profile(model, tp=1, quick=True), backend, repeats=15, warmup=0)
+    path = tmp_path_factory.mktemp("profile") / "synthetic.csv"
+    write_profile(frame, path, profile_metadata(model, tp=1, backend=backend, repeats=15,
+                                                warmup=0, command="test"))
+    return path
+
+
+def test_profile_calibrate_predict_recovers_a_known_device(synthetic_profile: Path,
+                                                           cpu_hardware: Path) -> None:
+    """Fit on two thirds of each kernel's grid of a synthetic profile, predict the other third.
+
+    The profile is a known roofline (40% of the bandwidth, 30% of the flops, a 20 us floor)
+    with 5% noise per run, medians of 15 runs: the fitted model must predict the held-out layer
+    GEMM time within 5% (the noise of a median is about 1.6%), where the nominal numbers are
+    off by more than half (they are 2.5x too fast when memory-bound).
+    """
+    points, _ = from_specsim(synthetic_profile)
+    result = calibrate(points, load_hardware(str(cpu_hardware)), source="test")
+    held = result.layer_errors[result.layer_errors["split"] == "holdout"]
+    calibrated, nominal = float(held["mape_calibrated"].iloc[0]), float(
+        held["mape_datasheet"].iloc[0])
+    assert calibrated < 5 and nominal > 50
+    gemm = result.hardware.efficiency.gemm
+    assert gemm.bandwidth == pytest.approx(_TRUE_BANDWIDTH, rel=0.1)
+    assert gemm.flops == pytest.approx(_TRUE_FLOPS, rel=0.1)
+    assert gemm.floor_s == pytest.approx(_TRUE_FLOOR_S, rel=0.1)
+
+
+def test_cpu_profile_calibrate_predict_runs(cpu_profile: Path, cpu_hardware: Path) -> None:
+    """The real CPU harness end to end: a profile of timed kernels calibrates and predicts.
+
+    Structure only: a shared CPU's timings wander, so accuracy is the synthetic test's job.
     """
     points, _ = from_specsim(cpu_profile)
     result = calibrate(points, load_hardware(str(cpu_hardware)), source="test")
+    assert set(result.points["split"]) == {"train", "holdout"}
     held = result.layer_errors[result.layer_errors["split"] == "holdout"]
-    assert len(held) and set(result.points["split"]) == {"train", "holdout"}
-    calibrated, nominal = float(held["mape_calibrated"].iloc[0]), float(
-        held["mape_datasheet"].iloc[0])
-    assert calibrated < 30 and calibrated * 1.5 < nominal
+    assert len(held) and np.isfinite(held["mape_calibrated"]).all()
+    gemm = result.hardware.efficiency.gemm
+    assert gemm.bandwidth > 0 and gemm.flops > 0
 
 
 def test_calibrated_profile_round_trips(cpu_profile: Path, cpu_hardware: Path,
@@ -157,7 +219,7 @@ def test_calibration_moves_the_knee_and_shrinks_trees() -> None:
     trees get smaller than on the datasheet profile."""
     from specsim.forward.cost import forward_time_s
     from specsim.specs.drafters import load_drafter
-    from specsim.specs.workloads import constant_profile
+    from specsim.speculation.acceptance import constant_profile
     from specsim.speculation.recommend import recommend
     from specsim.speculation.speedup import Setup
 

@@ -4,6 +4,7 @@ vendor datasheets, and the ideal roofline knee sits at peak flops / bandwidth.""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -141,3 +142,27 @@ def test_malformed_yaml_names_file_and_line(tmp_path) -> None:  # type: ignore[n
     path.write_text("name: x\nmemory: [1, 2\n")
     with pytest.raises(SpecError, match=r"broken.yaml: line \d+: malformed YAML"):
         load_hardware(str(path))
+
+
+def test_atomic_write_leaves_old_file_and_no_temporary_on_error(tmp_path: Path) -> None:
+    from specsim.specs.io import atomic_write, check_writable
+
+    target = tmp_path / "out.yaml"
+    target.write_text("old\n", encoding="utf-8")
+    with pytest.raises(SpecError, match="exists; pass --force"):
+        check_writable(target, force=False)
+    check_writable(target, force=True)
+
+    def fail(handle: object) -> None:
+        handle.write("half")  # type: ignore[attr-defined]
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, fail)
+    assert target.read_text(encoding="utf-8") == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.yaml"]
+    atomic_write(target, lambda handle: handle.write("new\n"))
+    assert target.read_text(encoding="utf-8") == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.yaml"]
+    with pytest.raises(SpecError, match="cannot write"):
+        atomic_write(tmp_path / "missing" / "x.yaml", lambda handle: handle.write("x"))

@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.forward.memory import kv_layout, memory_plan, own_layers_layout
+from specsim.forward.memory import kv_layout, memory_plan
+from specsim.forward.ops import pass_work
+from specsim.forward.shapes import decode_passes
+from specsim.specs.drafters import load_drafter
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model
 from specsim.specs.params import weight_bytes
@@ -17,7 +20,8 @@ H100 = load_hardware("h100-sxm")
 def test_dflash_drafter_cache_for_qwen3_8b() -> None:
     """The article: 2 (K/V) x 2 B x 32,768 tokens x 5 layers x 8 heads x 128 = 671,088,640 B
     per request; 86 GB at 128 requests; 14% on top of the target's 36-layer cache."""
-    drafter = own_layers_layout(layers=5, kv_heads=8, head_dim=128)
+    drafter = load_drafter("dflash-qwen3-8b").cache_layout()
+    assert drafter.bytes_per_token == 5 * 2 * 8 * 128 * 2 == 20_480
     per_request = drafter.bytes_per_request(32768)
     assert per_request == 671_088_640
     assert 128 * per_request / 1e9 == pytest.approx(86, abs=0.5)
@@ -28,7 +32,7 @@ def test_dflash_drafter_cache_for_qwen3_8b() -> None:
 def test_dflash_cache_overtakes_weights_and_hbm() -> None:
     """The article: the drafter cache passes the target's weights (16 GB) at 24 requests and the
     80 GB of an H100 at 119 (16e9 / 671,088,640 = 23.8; 80e9 / 671,088,640 = 119.2)."""
-    per_request = own_layers_layout(layers=5, kv_heads=8, head_dim=128).bytes_per_request(32768)
+    per_request = 5 * 2 * 8 * 128 * 2 * 32768  # the article's DFlash cache per request
     assert int(np.ceil(16e9 / per_request)) == 24
     assert int(np.floor(80e9 / per_request)) == 119
 
@@ -66,7 +70,7 @@ def test_max_concurrency_by_hand() -> None:
 
 def test_drafter_cache_reduces_concurrency() -> None:
     model = load_model("qwen3-8b")
-    drafter = own_layers_layout(layers=5, kv_heads=8, head_dim=128)
+    drafter = load_drafter("dflash-qwen3-8b").cache_layout()
     alone = memory_plan(model, H100.hbm_capacity_bytes, [1], 32768)
     both = memory_plan(model, H100.hbm_capacity_bytes, [1], 32768, drafter_cache=drafter)
     assert both.max_requests == int(alone.max_requests * 36 / 41) or \
@@ -87,3 +91,19 @@ def test_a_model_that_does_not_fit() -> None:
 def test_bad_memory_fraction() -> None:
     with pytest.raises(SpecError, match="memory fraction"):
         memory_plan(load_model("qwen3-8b"), 80e9, [1], 100, memory_fraction=1.5)
+
+
+def test_kv_heads_replicated_beyond_their_count() -> None:
+    """TP 16 over 8 KV heads: every GPU keeps one whole head (each head on two GPUs), so per
+    token and layer 2 x 1 x 128 x 2 B = 512 B, for the target's cache, the drafter's cache,
+    and the K/V the target's pass writes."""
+    target = load_model("qwen3-8b")
+    drafter = load_drafter("dflash-qwen3-8b", target=target)
+    assert kv_layout(target, tp=16).bytes_per_token == 36 * 512
+    assert drafter.cache_layout(tp=16).bytes_per_token == 5 * 512
+    attention = next(op for op in pass_work(target, decode_passes([1], 0.0), tp=16)
+                     if op.name == "attention")
+    assert attention.kv_write_bytes[0] == 512
+    qkv = next(op for op in pass_work(target, decode_passes([1], 0.0), tp=16)
+               if op.name == "qkv_proj")
+    assert qkv.gemm_n == 32 * 128 / 16 + 2 * 1 * 128  # 2 query heads, 1 K and 1 V head

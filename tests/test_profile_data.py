@@ -110,7 +110,7 @@ def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path: Path,
         raise OSError("disk full")
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(SpecError, match="out.csv: cannot write .disk full"):
         write_profile(frame, out, {}, force=True)
     assert out.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "profile.csv"]

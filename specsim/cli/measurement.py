@@ -71,9 +71,9 @@ def profile(
         profile_metadata,
         run_profile,
     )
+    from specsim.specs.io import check_writable
 
-    if out.exists() and not force:
-        raise SpecError(f"{out}: exists; pass --force to overwrite")
+    check_writable(out, force=force)
     spec = _model(model)
     kind = backend or _default_backend(device)
     engine = make_backend(kind, device)
@@ -130,11 +130,11 @@ def calibrate(
     from specsim.measurement.calibrate import calibrated_yaml, holdout_summary
     from specsim.measurement.tables import read_measurements
     from specsim.specs.hardware import load_hardware
-    from specsim.specs.io import read_yaml, write_yaml
+    from specsim.specs.io import check_writable, read_yaml, write_yaml
 
     for target in (out, predictions, plot):
-        if target is not None and target.exists() and not force:
-            raise SpecError(f"{target}: exists; pass --force to overwrite")
+        if target is not None:
+            check_writable(target, force=force)
     hw = load_hardware(hardware)
     vidur_device = device or hw.slug.split("-")[0]
     points = read_measurements(profile_path, fmt, device=vidur_device)
@@ -169,13 +169,9 @@ def _prediction_rows(points: Any) -> Any:
 
 
 def _write_csv(frame: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        frame.to_csv(tmp, index=False, float_format="%.7g")
-        tmp.replace(path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise SpecError(f"{path}: cannot write ({err.strerror})") from None
+    from specsim.specs.io import atomic_write
+
+    atomic_write(path, lambda handle: frame.to_csv(handle, index=False, float_format="%.7g"))
 
 
 def _report(result: Any, out: Path, as_json: bool) -> None:

@@ -88,15 +88,14 @@ def models_import(
 ) -> None:
     """Turn a config.json into a model spec YAML that every command accepts."""
     from specsim.specs.hf_import import import_config, read_config
-    from specsim.specs.io import read_spec_file, write_yaml
+    from specsim.specs.io import check_writable, read_spec_file, write_yaml
     from specsim.specs.models import model_from_file
 
     folder = config.resolve().parent.name
     model_name = name or (folder if config.name == "config.json" and folder else config.stem)
     slug = model_name.lower().replace("/", "-").replace(" ", "-")
     target = out or Path(f"{slug}.yaml")
-    if target.exists() and not force:
-        raise SpecError(f"{target}: exists; pass --force to overwrite")
+    check_writable(target, force=force)
     spec = import_config(read_config(config), name=model_name,
                          source=source or f"config.json at {config}", where=str(config))
     write_yaml(target, spec, force=force)

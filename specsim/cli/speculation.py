@@ -103,7 +103,8 @@ def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float |
     from specsim.specs.drafters import load_drafter
     from specsim.specs.hardware import load_hardware
     from specsim.specs.models import load_model
-    from specsim.specs.workloads import constant_profile, load_workload
+    from specsim.specs.workloads import load_workload
+    from specsim.speculation.acceptance import constant_profile
     from specsim.speculation.speedup import Setup
 
     if alpha is not None and workload is not None:
@@ -261,11 +262,10 @@ def acceptance_fit(
 ) -> None:
     """Per-position conditional acceptance from vLLM's counters, as a workload profile."""
     from specsim.measurement.vllm_metrics import parse_prometheus_metrics, parse_vllm_log
-    from specsim.specs.io import write_yaml
+    from specsim.specs.io import check_writable, write_yaml
     from specsim.specs.workloads import workload_to_yaml
 
-    if out.exists() and not force:
-        raise SpecError(f"{out}: exists; pass --force to overwrite")
+    check_writable(out, force=force)
     try:
         text = metrics.read_text(encoding="utf-8", errors="replace")
     except OSError as err:

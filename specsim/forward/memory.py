@@ -55,20 +55,41 @@ class CacheLayout:
                            fixed_bytes_per_request=self.fixed_bytes_per_request
                            + other.fixed_bytes_per_request)
 
+    @property
+    def bytes_per_token(self) -> float:
+        """Bytes one more token of context adds, below every sliding window."""
+        return float(sum(seg.bytes_per_token for seg in self.segments))
+
+
+def kv_heads_per_gpu(kv_heads: int, tp: int) -> int:
+    """KV heads one GPU of a TP group holds.
+
+    Heads are split over the group while TP <= kv_heads; beyond that each GPU keeps one head,
+    each head replicated on TP / kv_heads GPUs (vLLM and SGLang both do this).
+    """
+    return max(1, kv_heads // tp)
+
+
+def kv_bytes_per_token(*, kv_heads: int, head_dim: int, layers: int = 1, tp: int = 1,
+                       kv_dtype: str = "bf16") -> float:
+    """Bytes `layers` attention layers cache per token on one GPU: K and V of its KV heads."""
+    return 2.0 * layers * kv_heads_per_gpu(kv_heads, tp) * head_dim * BYTES_PER_PARAM[kv_dtype]
+
 
 def attention_layer_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
                                        ) -> float:
-    """Bytes one attention layer caches per token on one GPU (K and V, or MLA's latent)."""
-    kvb = BYTES_PER_PARAM[kv_dtype]
-    if model.mla is not None:
-        return model.mla.cache_elems_per_token * kvb  # replicated on every TP rank
-    return 2.0 * max(1, model.num_kv_heads // tp) * model.head_dim * kvb
+    """Bytes one attention layer of `model` caches per token on one GPU (K and V, or MLA's
+    latent)."""
+    if model.mla is not None:  # one latent per token, replicated on every TP rank
+        return model.mla.cache_elems_per_token * BYTES_PER_PARAM[kv_dtype]
+    return kv_bytes_per_token(kv_heads=model.num_kv_heads, head_dim=model.head_dim, tp=tp,
+                              kv_dtype=kv_dtype)
 
 
-def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "fp32",
-              layers: int | None = None) -> CacheLayout:
-    """Cache layout of a model (or of its first `layers` layers, for layer-sliced drafters)."""
-    kinds = model.layer_types if layers is None else model.layer_types[:layers]
+def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "fp32"
+              ) -> CacheLayout:
+    """Cache layout of a model: its attention layers' K/V and its linear layers' fixed state."""
+    kinds = model.layer_types
     per_layer = attention_layer_kv_bytes_per_token(model, tp=tp, kv_dtype=kv_dtype)
     full = kinds.count("full_attention")
     sliding = kinds.count("sliding_attention")
@@ -84,13 +105,6 @@ def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype:
             + la.conv_state_elems * BYTES_PER_PARAM[kv_dtype]
         fixed = linear * per / tp
     return CacheLayout(segments=tuple(segments), fixed_bytes_per_request=fixed)
-
-
-def own_layers_layout(*, layers: int, kv_heads: int, head_dim: int, kv_dtype: str = "bf16",
-                      tp: int = 1, window: float = np.inf) -> CacheLayout:
-    """A drafter that keeps K and V of its own `layers` for the whole context (DFlash-style)."""
-    per_token = 2.0 * layers * max(1, kv_heads // tp) * head_dim * BYTES_PER_PARAM[kv_dtype]
-    return CacheLayout(segments=(CacheSegment(bytes_per_token=per_token, window=window),))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,9 +167,8 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
                 context: ArrayLike, *,
                 tp: int = 1, drafter_cache: CacheLayout | None = None,
                 drafter_weights_bytes: float = 0.0,
-                memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                workspace_tokens: float = DEFAULT_WORKSPACE_TOKENS, kv_dtype: str = "bf16",
-                weight_bytes_total: float | None = None) -> MemoryPlan:
+                memory_fraction: float = DEFAULT_MEMORY_FRACTION, kv_dtype: str = "bf16"
+                ) -> MemoryPlan:
     """Memory per GPU for `requests` concurrent requests, each holding `context` tokens.
 
     context: one length, or a mix of lengths the requests spread over evenly (caches are then
@@ -169,11 +182,11 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
     r = np.atleast_1d(np.asarray(requests, dtype=np.float64))
     target = kv_layout(model, tp=tp, kv_dtype=kv_dtype).bytes_per_request(ctx).mean()
     drafter = drafter_cache.bytes_per_request(ctx).mean() if drafter_cache else np.float64(0.0)
-    weights = (weight_bytes(model) if weight_bytes_total is None else weight_bytes_total) / tp
+    weights = weight_bytes(model) / tp
     return MemoryPlan(
         requests=r, context=float(ctx.mean()), weights_bytes=weights,
         drafter_weights_bytes=drafter_weights_bytes / tp,
-        workspace_bytes=workspace_bytes(model, tokens=workspace_tokens, tp=tp),
+        workspace_bytes=workspace_bytes(model, tp=tp),
         target_kv_bytes=r * float(target), drafter_kv_bytes=r * float(drafter),
         capacity_bytes=hbm_capacity_bytes, usable_bytes=memory_fraction * hbm_capacity_bytes,
         per_request_bytes=float(target + drafter))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsim.errors import SpecError
+from specsim.forward.memory import attention_layer_kv_bytes_per_token, kv_heads_per_gpu
 from specsim.forward.shapes import FloatArray, PassShape
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.models import Model
@@ -65,7 +66,7 @@ class _Builder:
         self.expert_wb = (BYTES_PER_PARAM[precision.weight_dtype] if precision.weight_dtype
                           else model.expert_bytes_per_param)
         self.ab = BYTES_PER_PARAM[precision.activation_dtype]
-        self.kvb = BYTES_PER_PARAM[precision.kv_dtype]
+        self.kv_dtype = precision.kv_dtype
         self.sb = BYTES_PER_PARAM[precision.state_dtype]
         self.ops: list[Op] = []
 
@@ -135,7 +136,7 @@ def pass_work(model: Model, shape: PassShape, *, tp: int = 1,
 def _attention_projections(b: _Builder, layers: int) -> None:
     m, tp = b.model, b.tp
     q_out = m.q_heads_dim * (2 if m.attention_output_gate else 1) / tp
-    kv_out = 2 * max(1, m.num_kv_heads // tp) * m.head_dim
+    kv_out = 2 * kv_heads_per_gpu(m.num_kv_heads, tp) * m.head_dim
     b.gemm("qkv_proj", layers, m.hidden_size, q_out + kv_out)
     b.gemm("o_proj", layers, m.q_heads_dim / tp, m.hidden_size)
 
@@ -188,12 +189,10 @@ def _attention_kernels(b: _Builder) -> None:
     """Attention over the KV cache, one op per attention kind (full and sliding window)."""
     m, tp, s = b.model, b.tp, b.shape
     heads = m.num_attention_heads / tp
-    if m.mla is not None:
-        # MLA caches one latent per token shared by all heads: every TP rank holds all of it.
-        kv_per_token = m.mla.cache_elems_per_token * b.kvb
+    kv_per_token = attention_layer_kv_bytes_per_token(m, tp=tp, kv_dtype=b.kv_dtype)
+    if m.mla is not None:  # queries attend over the latent plus its rope key
         qk_dim, v_dim = m.mla.cache_elems_per_token, m.mla.kv_lora_rank
     else:
-        kv_per_token = 2 * max(1, m.num_kv_heads // tp) * m.head_dim * b.kvb
         qk_dim = v_dim = m.head_dim
     counts = m.layer_counts
     for kind, window in (("full_attention", np.inf), ("sliding_attention", m.sliding_window)):

@@ -46,10 +46,6 @@ class PassShape:
             raise SpecError(f"logit_fraction must be in [0, 1], got {self.logit_fraction}")
 
     @property
-    def num_passes(self) -> int:
-        return int(self.queries.shape[0])
-
-    @property
     def tokens(self) -> FloatArray:
         """n: tokens scored in each pass, shape (S,)."""
         product = self.counts * self.queries

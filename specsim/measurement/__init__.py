@@ -1,1 +1,2 @@
-"""Measured data: the profiling harness, profile CSVs, Vidur tables, engine counters, calibration."""
+"""Measured data: the profiling harness, profile CSVs, Vidur tables, engine counters,
+calibration."""

@@ -28,7 +28,7 @@ from specsim.errors import SpecError
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.ops import attention_work, sampling_bytes
 from specsim.forward.shapes import FloatArray, uniform_passes
-from specsim.measurement.gemm_fit import fit_gemm_efficiency
+from specsim.measurement.gemm_fit import fit_gemm_efficiency, robust_log_fit
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.hardware import Efficiency, GemmEfficiency, Hardware, OpEfficiency
 
@@ -37,7 +37,6 @@ MEASUREMENT_COLUMNS = ("model", "tp", "op", "op_class", "dtype", "m", "k", "n", 
                        "batch", "context", "queries", "mask", "kv_heads", "time_s")
 # Without named training models, every HOLDOUT_EVERY-th point of each op's grid is held out.
 HOLDOUT_EVERY = 3
-_LOSS_SCALE = 0.05  # robust (Cauchy) loss scale on log error: a typical 5% error
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,21 +125,16 @@ def _roofline_s(memory: FloatArray, compute: FloatArray, eff: OpEfficiency) -> F
 def _fit_roofline(memory: FloatArray, compute: FloatArray, time: FloatArray, *,
                   fit_flops: bool) -> OpEfficiency:
     """Effective bandwidth (and flops) fractions and a floor, robust least squares on log error."""
-    from scipy.optimize import least_squares
-
     def unpack(x: FloatArray) -> OpEfficiency:
         return OpEfficiency(bandwidth=float(np.exp(x[0])),
                             flops=float(np.exp(x[1])) if fit_flops else 1.0,
                             floor_s=float(np.exp(x[-1])))
 
-    def residual(x: FloatArray) -> FloatArray:
-        return np.asarray(np.log(_roofline_s(memory, compute, unpack(x)) / time))
-
     start = np.log([0.8] + ([0.6] if fit_flops else []) + [max(float(time.min()) / 2, 1e-9)])
     bounds = (np.log([0.05] + ([0.01] if fit_flops else []) + [1e-12]),
               np.log([1.5] + ([1.5] if fit_flops else []) + [1.0]))
-    result = least_squares(residual, start, bounds=bounds, loss="cauchy", f_scale=_LOSS_SCALE)
-    return unpack(result.x)
+    fit = robust_log_fit(lambda x: _roofline_s(memory, compute, unpack(x)), time, start, bounds)
+    return unpack(fit.x)
 
 
 def _tree_slowdown(points: pd.DataFrame) -> float:

@@ -22,16 +22,18 @@ from __future__ import annotations
 import csv
 import math
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
+from specsim.forward.memory import kv_heads_per_gpu
 from specsim.forward.ops import pass_work
 from specsim.forward.shapes import BoolArray, decode_passes
+from specsim.specs.io import atomic_write, check_writable
 from specsim.specs.models import Model
 
 PROFILE_COLUMNS: tuple[str, ...] = (
@@ -78,7 +80,7 @@ def attention_shape(model: Model, tp: int) -> tuple[int, int, int, int]:
     heads = model.num_attention_heads // tp
     if model.mla is not None:
         return heads, 1, model.mla.cache_elems_per_token, model.mla.kv_lora_rank
-    return heads, max(1, model.num_kv_heads // tp), model.head_dim, model.head_dim
+    return heads, kv_heads_per_gpu(model.num_kv_heads, tp), model.head_dim, model.head_dim
 
 
 def tree_parents(queries: int) -> list[int]:
@@ -327,25 +329,18 @@ def write_profile(frame: pd.DataFrame, path: str | os.PathLike[str],
     folder and renames it, so a failure never leaves a half-written or lost profile.
     """
     target = Path(path)
-    if target.exists() and not force:
-        raise SpecError(f"{target}: exists; pass --force to overwrite")
+    check_writable(target, force=force)
     if not target.parent.is_dir():
         raise SpecError(f"{target}: folder {target.parent} does not exist")
     clean = validate_profile(frame, source=str(target))
     header = "".join(f"# {_metadata_key(key)}: {_one_line(value)}\n"
                      for key, value in metadata.items())
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(header)
-            clean.to_csv(handle, index=False, lineterminator="\n", float_format="%.7g")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_name, 0o666 & ~umask)  # mkstemp makes it private; give a normal file's mode
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+
+    def write(handle: TextIO) -> None:
+        handle.write(header)
+        clean.to_csv(handle, index=False, lineterminator="\n", float_format="%.7g")
+
+    atomic_write(target, write)
 
 
 def _metadata_key(key: str) -> str:

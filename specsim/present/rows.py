@@ -72,15 +72,9 @@ def model_summary(model: Model) -> Row:
         "advertised_B": model.advertised_params / 1e9 if model.advertised_params else float("nan"),
         "active_params_B": active_params(model) / 1e9,
         "weights_GB": weight_bytes(model) / 1e9,
-        "kv_KB_per_token": _kv_growth_per_token(model) / 1e3,
+        "kv_KB_per_token": kv_layout(model).bytes_per_token / 1e3,
         "state_MB_per_request": kv_layout(model).fixed_bytes_per_request / 1e6,
     }
-
-
-def _kv_growth_per_token(model: Model) -> float:
-    """Cache bytes one more token of context adds (bf16), below any sliding window."""
-    layout = kv_layout(model)
-    return float(layout.bytes_per_request(2.0) - layout.bytes_per_request(1.0))
 
 
 def model_rows(model: Model) -> list[Row]:

@@ -15,6 +15,7 @@ from specsim.forward.memory import (
     CacheLayout,
     CacheSegment,
     attention_layer_kv_bytes_per_token,
+    kv_bytes_per_token,
     kv_layout,
 )
 from specsim.specs.dtypes import BYTES_PER_PARAM
@@ -159,11 +160,12 @@ class Drafter:
             assert self.model is not None
             return kv_layout(self.model, tp=tp, kv_dtype=kv_dtype)
         if self.kind.target_shaped_layers:
-            per_layer = attention_layer_kv_bytes_per_token(self.target, tp=tp, kv_dtype=kv_dtype)
+            per_token = self.layers \
+                * attention_layer_kv_bytes_per_token(self.target, tp=tp, kv_dtype=kv_dtype)
         else:
-            per_layer = 2.0 * max(1, self.num_kv_heads // tp) * self.head_dim \
-                * BYTES_PER_PARAM[kv_dtype]
-        return CacheLayout(segments=(CacheSegment(bytes_per_token=self.layers * per_layer),))
+            per_token = kv_bytes_per_token(kv_heads=self.num_kv_heads, head_dim=self.head_dim,
+                                           layers=self.layers, tp=tp, kv_dtype=kv_dtype)
+        return CacheLayout(segments=(CacheSegment(bytes_per_token=per_token),))
 
 
 def load_drafter(name: str, *, target: Model | None = None) -> Drafter:

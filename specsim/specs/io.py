@@ -8,16 +8,17 @@ mapping plus a `sources` table that maps each number's dotted path to its source
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
 from specsim.errors import SpecError
 
-KINDS = ("hardware", "models", "drafters", "scenarios")
 # Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
 _FOLDERS = {
     "hardware": "hardware",
@@ -153,15 +154,44 @@ def _check_source(source: object, dotted: str, path: Path) -> str:
     return source
 
 
-def write_yaml(path: Path, data: Mapping[str, Any], *, force: bool) -> None:
-    """Write a mapping as YAML; refuse to overwrite an existing file unless `force`."""
+def check_writable(path: Path, *, force: bool) -> None:
+    """Refuse to overwrite an existing file unless `force` (every command's --force)."""
     if path.exists() and not force:
         raise SpecError(f"{path}: exists; pass --force to overwrite")
+
+
+def atomic_write(path: Path, write: Callable[[TextIO], object]) -> None:
+    """Write a text file through `write(handle)`, all or nothing.
+
+    The text goes to a temporary file in the same folder, which is then renamed over `path`
+    (os.replace): a reader sees the old file or the new one, never half of one. On any error
+    the temporary file is removed and `path` is left as it was; OS errors become SpecError.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot write ({err.strerror or err})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            write(handle)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give a normal file's mode
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise SpecError(f"{path}: cannot write ({err.strerror or err})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_yaml(path: Path, data: Mapping[str, Any], *, force: bool) -> None:
+    """Write a mapping as YAML, atomically; refuse to overwrite a file unless `force`."""
+    check_writable(path, force=force)
     text = yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=100)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, lambda handle: handle.write(text))
 
 
 class Fields:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from specsim.errors import SpecError
 from specsim.specs.dtypes import BYTES_PER_PARAM
@@ -264,18 +263,3 @@ def _linear(f: Fields | None) -> LinearAttention | None:
         value_head_dim=f.integer("value_head_dim", minimum=1),
         conv_kernel_size=f.integer("conv_kernel_size", minimum=1),
     )
-
-
-def model_to_dict(model: Model) -> dict[str, Any]:
-    """Plain fields of a model (for --json output), sub-specs as nested mappings."""
-    out: dict[str, Any] = {}
-    for name in Model.__dataclass_fields__:
-        if name in ("sources", "path"):
-            continue
-        value = getattr(model, name)
-        if hasattr(value, "__dataclass_fields__"):
-            value = {k: getattr(value, k) for k in value.__dataclass_fields__}
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[name] = value
-    return out

@@ -15,13 +15,11 @@ from typing import Any
 from specsim.errors import SpecError
 from specsim.specs.io import Fields, read_spec_file, resolve_path
 from specsim.speculation.acceptance import (
+    GEOMETRIC_RANKS,
     AcceptanceProfile,
     alpha_from_tau,
     rank_acceptance_geometric,
 )
-
-# Ranks of the geometric model kept for trees: a_j = alpha (1 - alpha)^j below 1e-12 beyond.
-GEOMETRIC_RANKS = 64
 
 
 def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
@@ -42,15 +40,6 @@ def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
                                  source=source)
     except SpecError as err:
         raise f.error("", str(err)) from None
-
-
-def constant_profile(alpha: float) -> AcceptanceProfile:
-    """alpha at every position, the article's rank model for trees."""
-    if not 0.0 <= alpha <= 1.0:
-        raise SpecError(f"option --alpha: must be in [0, 1], got {alpha}")
-    ranks = rank_acceptance_geometric(alpha, GEOMETRIC_RANKS)
-    return AcceptanceProfile(position_alphas=(alpha,), rank_acceptance=tuple(ranks),
-                             source=f"--alpha {alpha:g} (a_j = alpha (1 - alpha)^j for trees)")
 
 
 def _numbers(f: Fields, key: str) -> list[float]:

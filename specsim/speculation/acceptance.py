@@ -25,6 +25,9 @@ FloatArray = npt.NDArray[np.float64]
 
 # Slack for probabilities that were summed or multiplied in floating point.
 PROBABILITY_TOLERANCE = 1e-9
+# Ranks of the geometric model kept for trees: a_j = alpha (1 - alpha)^j is below 1e-12 beyond
+# them for any alpha >= 0.35.
+GEOMETRIC_RANKS = 64
 
 
 def _probabilities(values: npt.ArrayLike, field: str) -> FloatArray:
@@ -46,24 +49,29 @@ def tau_chain(alphas: npt.ArrayLike) -> FloatArray:
     Returns:
         tau, tokens per round, shape (...).
     """
-    alpha = _probabilities(alphas, "alphas")
-    if alpha.ndim == 0:
+    if np.ndim(alphas) == 0:
         raise SpecError("alphas: need an array of shape (..., gamma), got a scalar")
-    # Leviathan et al. 2023 / the seed: tau = 1 + sum_k prod_{i<=k} alpha_i
-    survival = np.cumprod(alpha, axis=-1)
-    return np.asarray(1.0 + survival.sum(axis=-1), dtype=np.float64)
+    return np.asarray(tau_prefixes(marginal_acceptance(alphas))[..., -1], dtype=np.float64)
 
 
-def expected_accepted(alphas: npt.ArrayLike) -> FloatArray:
-    """Expected accepted draft tokens per round of a chain (0..gamma), i.e. tau - 1.
+def tau_prefixes(path_probability: npt.ArrayLike) -> FloatArray:
+    """Tokens per round of the first n drafted nodes, n = 0..N, of a chain or a tree.
+
+    tau = 1 + sum over drafted nodes of P(the whole root-to-node path is accepted) (Leviathan
+    et al. 2023 for chains, Miao et al. 2023 for trees; the seed). For a chain the path
+    probabilities are the marginal acceptances; for nodes in best-first order each prefix is
+    the best tree of its size.
 
     Args:
-        alphas: conditional acceptance alpha_k, shape (..., gamma), unitless.
+        path_probability: P(path to node i accepted), shape (..., N), unitless.
 
     Returns:
-        expected accepted draft tokens per round, shape (...).
+        tau of the first 0..N nodes, shape (..., N + 1).
     """
-    return np.asarray(tau_chain(alphas) - 1.0, dtype=np.float64)
+    p = np.asarray(path_probability, dtype=np.float64)
+    none = np.zeros(p.shape[:-1] + (1,))
+    return np.asarray(1.0 + np.concatenate([none, np.cumsum(p, axis=-1)], axis=-1),
+                      dtype=np.float64)
 
 
 def tau_constant(alpha: npt.ArrayLike, gamma: npt.ArrayLike) -> FloatArray:
@@ -220,18 +228,16 @@ class AcceptanceProfile:
         measured = np.asarray(self.rank_acceptance[:num_ranks], dtype=np.float64)
         return np.concatenate([measured, np.zeros(max(0, num_ranks - measured.size))])
 
-    @property
-    def max_measured_gamma(self) -> int:
-        """Number of measured chain positions (0 if only rank data)."""
-        return len(self.position_alphas)
 
-
-def geometric_profile(alpha: float, num_ranks: int, source: str) -> AcceptanceProfile:
-    """Profile of the seed's idealized drafter: alpha at every position, a_j = alpha (1-alpha)^j."""
-    if not math.isfinite(alpha):
-        raise SpecError(f"{source}: alpha must be finite, got {alpha}")
-    ranks = rank_acceptance_geometric(alpha, num_ranks)
-    return AcceptanceProfile(position_alphas=(alpha,), rank_acceptance=tuple(ranks), source=source)
+def constant_profile(alpha: float, *, source: str = "option --alpha") -> AcceptanceProfile:
+    """The seed's idealized drafter: alpha at every chain position, a_j = alpha (1 - alpha)^j
+    for the first GEOMETRIC_RANKS candidate ranks of a tree node. `source` names where alpha
+    came from, in errors and in the profile."""
+    if not (math.isfinite(alpha) and 0.0 <= alpha <= 1.0):
+        raise SpecError(f"{source}: must be in [0, 1], got {alpha}")
+    ranks = rank_acceptance_geometric(alpha, GEOMETRIC_RANKS)
+    return AcceptanceProfile(position_alphas=(alpha,), rank_acceptance=tuple(ranks),
+                             source=f"{source} {alpha:g} (a_j = alpha (1 - alpha)^j for trees)")
 
 
 def alpha_from_tau(tau: npt.ArrayLike, gamma: npt.ArrayLike) -> FloatArray:

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 
 from specsim.forward.cost import pass_cost
 from specsim.forward.gemm import gemm_time_s
+from specsim.forward.memory import kv_heads_per_gpu
 from specsim.forward.shapes import FloatArray, uniform_passes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
@@ -63,10 +64,12 @@ class _Env:
     tp: int
     precision: Precision
 
-    def gemm_s(self, m: FloatArray, k: float, n: float, wb: float = 2.0) -> FloatArray:
-        """One weight GEMM (m x k) @ (k x n) on this GPU, n split over the TP group."""
+    def gemm_s(self, m: FloatArray, k: float, n: float, wb: float = 2.0, *,
+               n_per_gpu: bool = False) -> FloatArray:
+        """One weight GEMM (m x k) @ (k x n) on this GPU, n split over the TP group (unless
+        `n_per_gpu`: n is already this GPU's share)."""
         return gemm_time_s(
-            m, k, n / self.tp, weight_bytes_per_param=wb,
+            m, k, n if n_per_gpu else n / self.tp, weight_bytes_per_param=wb,
             act_bytes_per_elem=BYTES_PER_PARAM[self.precision.activation_dtype],
             bandwidth_bytes_per_s=self.hw.hbm_bandwidth_bytes_per_s,
             flops_per_s=self.hw.flops_per_s(self.precision.compute_dtype),
@@ -147,8 +150,9 @@ def _parallel_block(drafter: Drafter, r: RoundShape) -> FloatArray:
 def _injection_s(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     """DFlash-style own cache: fuse the accepted tokens' target states, project and write K/V."""
     m = r.batch * r.accepted
-    kv_out = 2 * drafter.num_kv_heads * drafter.head_dim
-    return _fuse_s(env, drafter, m) + drafter.layers * env.gemm_s(m, drafter.hidden_size, kv_out)
+    kv_out = 2 * kv_heads_per_gpu(drafter.num_kv_heads, env.tp) * drafter.head_dim
+    kv_proj = env.gemm_s(m, drafter.hidden_size, kv_out, n_per_gpu=True)
+    return _fuse_s(env, drafter, m) + drafter.layers * kv_proj
 
 
 def _parallel(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:

@@ -26,7 +26,7 @@ from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
-from specsim.speculation.acceptance import AcceptanceProfile
+from specsim.speculation.acceptance import AcceptanceProfile, marginal_acceptance, tau_prefixes
 from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
 from specsim.speculation.trees import best_first_tree
 
@@ -56,9 +56,7 @@ class Candidates:
 def chain_candidates(profile: AcceptanceProfile, max_gamma: int) -> Candidates:
     """Chains of gamma = 0..max_gamma draft tokens."""
     gamma = np.arange(max_gamma + 1, dtype=np.float64)
-    # tau(gamma) = 1 + sum_{k <= gamma} prod_{i <= k} alpha_i for every gamma at once
-    reach = np.cumprod(profile.alphas(max_gamma))
-    tau = np.concatenate([[1.0], 1.0 + np.cumsum(reach)])
+    tau = tau_prefixes(marginal_acceptance(profile.alphas(max_gamma)))
     return Candidates(nodes=gamma, depth=gamma, tau=tau, max_width=np.minimum(gamma, 1.0),
                       shape=("chain",) * (max_gamma + 1))
 
@@ -75,8 +73,8 @@ def tree_candidates(rank_acceptance: ArrayLike, max_nodes: int,
     for cap in depth_caps:
         tree = best_first_tree(rank_acceptance, max_nodes, cap)
         count = tree.num_nodes
-        gains = np.zeros(max_nodes + 1)
-        gains[1:count + 1] = tree.path_probability
+        gains = np.zeros(max_nodes)
+        gains[:count] = tree.path_probability
         depth = np.zeros(max_nodes + 1)
         depth[1:count + 1] = np.maximum.accumulate(tree.depths)
         depth[count + 1:] = depth[count]
@@ -84,7 +82,7 @@ def tree_candidates(rank_acceptance: ArrayLike, max_nodes: int,
         # Siblings are added best rank first, so a node of rank r means r + 1 children there.
         width[1:count + 1] = np.maximum.accumulate(tree.ranks + 1)
         width[count + 1:] = width[count]
-        parts.append((np.arange(max_nodes + 1.0), depth, 1.0 + np.cumsum(gains), width))
+        parts.append((np.arange(max_nodes + 1.0), depth, tau_prefixes(gains), width))
     nodes, depth, tau, width = (np.concatenate(p) for p in zip(*parts, strict=True))
     shape = tuple("chain" if w <= 1 else "tree" for w in width)
     return Candidates(nodes=nodes, depth=depth, tau=tau, max_width=width, shape=shape)

@@ -6,23 +6,25 @@ model says the j-th candidate (j = 0 best) at any node is the target's token wit
 a_j; these events are mutually exclusive, so sum_j a_j <= 1, and a node's path probability is
 the product of a_rank along its root-to-node path.
 
-Builders: `best_first_tree` (top `budget` path probabilities, optionally depth-capped),
-`best_first_tau_curve` (tau for every budget at once), `depth_limited_tau_table` /
-`best_tree_depth_limited` (Sequoia-style dynamic program over budget and depth), `ddtree`
-(best-first over a parallel drafter's per-position marginals) and `chain`.
+Builders: `best_first_tree` (top `budget` path probabilities, optionally depth-capped; the
+optimal tree for a node budget) and `chain`. tests/oracles.py holds the Sequoia-style dynamic
+program over budget and depth that checks the depth-capped best-first trees.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
-from specsim.speculation.acceptance import PROBABILITY_TOLERANCE
+from specsim.speculation.acceptance import (
+    PROBABILITY_TOLERANCE,
+    marginal_acceptance,
+    tau_prefixes,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -70,7 +72,7 @@ class Tree:
     @property
     def tau(self) -> float:
         """Expected tokens per round, 1 + sum of path probabilities (Miao et al. 2023)."""
-        return 1.0 + float(self.path_probability.sum())
+        return float(tau_prefixes(self.path_probability)[-1])
 
     def attention_mask(self) -> BoolArray:
         """(N, N) mask, True where the row node attends the column node (ancestors and itself)."""
@@ -86,10 +88,6 @@ class Tree:
     def width_per_level(self) -> IntArray:
         """Number of nodes at depth 1..depth, shape (depth,)."""
         return np.bincount(self.depths, minlength=self.depth + 1)[1:].astype(np.int64)
-
-    def position_ids(self) -> IntArray:
-        """Position offset of each node after the root (its depth), shape (N,)."""
-        return self.depths.copy()
 
 
 def _validate_structure(
@@ -114,12 +112,6 @@ def _validate_structure(
         raise SpecError("tree.path_probability: a child cannot be likelier than its parent")
 
 
-def empty_tree() -> Tree:
-    """The tree with no drafted nodes (plain decoding: tau = 1)."""
-    none = np.zeros(0, dtype=np.int64)
-    return Tree(parents=none, depths=none, ranks=none, path_probability=np.zeros(0))
-
-
 def chain(alphas: npt.ArrayLike) -> Tree:
     """A chain of gamma draft tokens as a tree.
 
@@ -137,7 +129,7 @@ def chain(alphas: npt.ArrayLike) -> Tree:
         parents=np.arange(gamma) - 1,
         depths=np.arange(1, gamma + 1),
         ranks=np.zeros(gamma, dtype=np.int64),
-        path_probability=np.cumprod(alpha).astype(np.float64),
+        path_probability=marginal_acceptance(alpha),
     )
 
 
@@ -228,150 +220,3 @@ def best_first_tree(
         ranks=order[positions].astype(np.int64),
         path_probability=np.exp(log_prob),
     )
-
-
-def best_first_tau_curve(
-    rank_acceptance: npt.ArrayLike, max_budget: int, max_depth: int | None = None
-) -> FloatArray:
-    """tau of the best tree for every node budget N = 0..max_budget under the rank model.
-
-    Args:
-        rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
-        max_budget: largest node budget.
-        max_depth: maximum depth, None for unlimited.
-
-    Returns:
-        tau(N), tokens per round, shape (max_budget + 1,); flat once no admissible node is left.
-    """
-    tree = best_first_tree(rank_acceptance, max_budget, max_depth)
-    gains = np.zeros(max_budget + 1)
-    gains[1 : tree.num_nodes + 1] = tree.path_probability
-    return np.asarray(1.0 + np.cumsum(gains), dtype=np.float64)
-
-
-def depth_limited_tau_table(
-    rank_acceptance: npt.ArrayLike, budget: int, max_depth: int
-) -> FloatArray:
-    """Optimal tau for every node budget and depth limit (Sequoia-style dynamic program).
-
-    value[d, n] is the largest sum of path probabilities below a node over subtrees with at
-    most n nodes and at most d levels; the children of a node share its budget as a knapsack
-    over candidate ranks. Cost O(max_depth * J * budget^2).
-
-    Args:
-        rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
-        budget: largest node budget N.
-        max_depth: largest depth limit D.
-
-    Returns:
-        tau[d, n] = 1 + value[d, n], shape (max_depth + 1, budget + 1).
-    """
-    value, _ = _depth_limited_dp(_rank_vector(rank_acceptance), budget, max_depth)
-    return np.asarray(1.0 + value, dtype=np.float64)
-
-
-def _depth_limited_dp(
-    a: FloatArray, budget: int, max_depth: int
-) -> tuple[FloatArray, IntArray]:
-    """Dynamic program behind `depth_limited_tau_table`.
-
-    Returns:
-        value, shape (D + 1, N + 1), and choice[d, j, n], shape (D + 1, J, N + 1): how many
-        nodes (the rank-j child and its descendants) rank j takes when ranks j..J-1 share n.
-    """
-    _check_budget(budget, max_depth)
-    useful = np.zeros(a.shape[0], dtype=bool)  # a node has at most `budget` children, the best
-    useful[np.argsort(-a, kind="stable")[:budget]] = True
-    useful &= a > 0.0
-    value = np.zeros((max_depth + 1, budget + 1))
-    choice = np.zeros((max_depth + 1, a.shape[0], budget + 1), dtype=np.int64)
-    if budget == 0:
-        return value, choice
-    n = np.arange(budget + 1)[:, None]
-    m = np.arange(1, budget + 1)[None, :]  # nodes given to one rank: its child + m - 1 below
-    feasible = m <= n
-    remaining = np.where(feasible, n - m, 0)
-    rows = np.arange(budget + 1)
-    for d in range(1, max_depth + 1):
-        # Sequoia (Chen et al. 2024): a rank-j child's subtree is worth a_j (1 + value below)
-        subtree = 1.0 + value[d - 1, m - 1]
-        rest = np.zeros(budget + 1)  # knapsack over ranks j..J-1, built from the last rank
-        for j in np.flatnonzero(useful)[::-1]:
-            take = np.where(feasible, a[j] * subtree + rest[remaining], -np.inf)
-            best_m = np.argmax(take, axis=1)
-            best_take = take[rows, best_m]
-            better = best_take > rest  # strictly: never spend nodes that add nothing
-            choice[d, j] = np.where(better, best_m + 1, 0)
-            rest = np.where(better, best_take, rest)
-        value[d] = rest
-    return value, choice
-
-
-def best_tree_depth_limited(rank_acceptance: npt.ArrayLike, budget: int, max_depth: int) -> Tree:
-    """Best tree with at most `budget` nodes and depth <= `max_depth` (dynamic program).
-
-    Args:
-        rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
-        budget: maximum number of drafted nodes N.
-        max_depth: maximum depth D (sequential drafter passes).
-
-    Returns:
-        An optimal tree (nodes that add no probability are left out), nodes breadth first.
-    """
-    a = _rank_vector(rank_acceptance)
-    _, choice = _depth_limited_dp(a, budget, max_depth)
-    parents: list[int] = []
-    depths: list[int] = []
-    ranks: list[int] = []
-    probs: list[float] = []
-    # breadth first from the root: (node, its path probability, nodes below it, levels left)
-    queue = deque([(-1, 1.0, budget, max_depth)])
-    while queue:
-        node, prob, nodes_below, depth_left = queue.popleft()
-        for j in range(choice.shape[1]):
-            taken = int(choice[depth_left, j, nodes_below])
-            if taken:
-                parents.append(node)
-                depths.append(depths[node] + 1 if node >= 0 else 1)
-                ranks.append(j)
-                probs.append(prob * float(a[j]))
-                queue.append((len(parents) - 1, probs[-1], taken - 1, depth_left - 1))
-                nodes_below -= taken
-    return Tree(
-        parents=np.array(parents, dtype=np.int64),
-        depths=np.array(depths, dtype=np.int64),
-        ranks=np.array(ranks, dtype=np.int64),
-        path_probability=np.array(probs, dtype=np.float64),
-    )
-
-
-def ddtree(log_q: npt.ArrayLike, budget: int) -> tuple[Tree, IntArray]:
-    """Best-first token tree over a parallel drafter's per-position marginals (DDTree).
-
-    A path's score is the sum of the marginal log-probabilities of its tokens (Ringel and
-    Romano 2026); the `budget` best paths form a tree because extending a path or moving to a
-    worse sibling never raises its score.
-
-    Args:
-        log_q: per-position log-probabilities, shape (gamma, V); row k is draft position k + 1.
-        budget: maximum number of drafted nodes N.
-
-    Returns:
-        (tree, tokens): tree.path_probability = exp(score) and tree.ranks the rank of the token
-        in its position's marginal; tokens, shape (N,), the token id of each node.
-    """
-    scores = np.asarray(log_q, dtype=np.float64)
-    if scores.ndim != 2 or np.any(np.isnan(scores)) or np.any(scores > PROBABILITY_TOLERANCE):
-        raise SpecError(f"log_q: need (gamma, V) log-probabilities <= 0, got shape {scores.shape}")
-    _check_budget(budget, None)
-    top = np.argsort(-scores, axis=-1, kind="stable")[:, :budget]  # ties: lower token id first
-    sorted_scores = np.take_along_axis(scores, top, axis=-1)
-    parents, depths, positions, log_prob = _best_first(sorted_scores, budget, scores.shape[0])
-    tokens = top[depths - 1, positions].astype(np.int64)
-    tree = Tree(
-        parents=parents,
-        depths=depths,
-        ranks=positions,
-        path_probability=np.minimum(np.exp(log_prob), 1.0),
-    )
-    return tree, tokens
