@@ -44,7 +44,7 @@ TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree (GPUs p
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON rows.")]
 ContextOpt = Annotated[str | None, typer.Option(
     "--context", help="Cached tokens per request, or a mix of lengths the batch's requests "
-    "spread over evenly (e.g. 1024,32768). Commands with --workload default to its context, "
+    "spread over evenly (e.g. 1024,32768). Where no default is shown: a --workload's context, "
     f"else {defaults.DEFAULT_CONTEXT_TOKENS:.0f}.")]
 WeightDtypeOpt = Annotated[str, typer.Option(
     "--weight-dtype", help=f"Stored weight dtype ({DTYPES}; default: the model's).")]
