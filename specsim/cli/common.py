@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from specsim.errors import SpecError
+from specsim.specs import defaults
 
 app = typer.Typer(
     name="specsim",
@@ -29,9 +30,10 @@ def command_group(name: str, help_text: str) -> typer.Typer:
     return group
 
 
-
-DEFAULT_HARDWARE = "h100-sxm"
-DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_HARDWARE = defaults.DEFAULT_HARDWARE
+DEFAULT_MODEL = defaults.DEFAULT_MODEL
+DEFAULT_DRAFTER = defaults.DEFAULT_DRAFTER
+DTYPES = "fp32, bf16, fp16, fp8, int8, mxfp4, int4"
 
 HardwareOpt = Annotated[str, typer.Option(
     "--hardware", "-H",
@@ -40,6 +42,16 @@ ModelOpt = Annotated[str, typer.Option(
     "--model", "-m", help="Target model: a built-in slug (`specsim models list`) or a YAML path.")]
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree (GPUs per replica).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON rows.")]
+ContextOpt = Annotated[str | None, typer.Option(
+    "--context", help="Cached tokens per request, or a mix of lengths the batch's requests "
+    "spread over evenly (e.g. 1024,32768). Where no default is shown: a --workload's context, "
+    f"else {defaults.DEFAULT_CONTEXT_TOKENS:.0f}.")]
+WeightDtypeOpt = Annotated[str, typer.Option(
+    "--weight-dtype", help=f"Stored weight dtype ({DTYPES}; default: the model's).")]
+KvDtypeOpt = Annotated[str, typer.Option(
+    "--kv-dtype", help=f"KV-cache dtype ({DTYPES}): bytes read per pass and cached per token.")]
+ComputeDtypeOpt = Annotated[str, typer.Option(
+    "--compute-dtype", help="Tensor-core dtype whose peak flops the GEMMs run at.")]
 
 
 def echo(text: str) -> None:
@@ -64,6 +76,22 @@ def parse_ints(text: str, option: str) -> list[int]:
     if not values or any(v < 0 for v in values):
         raise SpecError(f"option {option}: need one or more non-negative integers, got {text!r}")
     return values
+
+
+def parse_context(text: str | None) -> float | tuple[float, ...] | None:
+    """--context: one length (a float), a mix (a tuple of floats), or None when not given."""
+    if text is None:
+        return None
+    mix = tuple(float(c) for c in parse_ints(text, "--context"))
+    return mix[0] if len(mix) == 1 else mix
+
+
+def precision(weight_dtype: str = "", kv_dtype: str = "bf16", compute_dtype: str = "bf16"
+              ) -> Any:
+    """The `Precision` of --weight-dtype, --kv-dtype and --compute-dtype."""
+    from specsim.specs.dtypes import Precision
+
+    return Precision(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
 
 
 def _load(hardware: str, model: str) -> tuple[Any, Any]:

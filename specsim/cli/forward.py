@@ -9,20 +9,25 @@ import typer
 from specsim.cli.common import (
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
+    ComputeDtypeOpt,
+    ContextOpt,
     HardwareOpt,
     JsonOpt,
+    KvDtypeOpt,
     ModelOpt,
     TpOpt,
+    WeightDtypeOpt,
     _load,
     _load_drafter,
     app,
     echo,
     emit,
+    parse_context,
     parse_ints,
+    precision,
     to_json,
     to_table,
 )
-from specsim.errors import SpecError
 
 
 @app.command()
@@ -32,38 +37,32 @@ def roofline(
     tokens: Annotated[str, typer.Option(
         help="Tokens scored per pass, n (list or range: 1,8,295,1024 or 1-512).")]
     = "1,8,64,128,295,512,1024,4096",
-    context: Annotated[int, typer.Option(help="Cached tokens per request.")] = 0,
+    context: ContextOpt = "0",
     queries: Annotated[int, typer.Option(
         help="Tokens per request (1 = decoding; N+1 = verifying N drafted tokens).")] = 1,
     tp: TpOpt = 1,
-    weight_dtype: Annotated[str, typer.Option(help="Stored weight dtype (default: model's).")] = "",
-    compute_dtype: Annotated[str, typer.Option(help="Tensor-core dtype for peak flops.")] = "bf16",
+    weight_dtype: WeightDtypeOpt = "",
+    kv_dtype: KvDtypeOpt = "bf16",
+    compute_dtype: ComputeDtypeOpt = "bf16",
     by_op: Annotated[bool, typer.Option("--by-op", help="Break the time down by op.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """T(n): forward-pass time versus tokens in the pass, with the bound that holds."""
+    from specsim.forward.cost import roofline as sweep
     from specsim.present.rows import roofline_op_rows, roofline_rows
-    from specsim.specs.dtypes import Precision
 
-    if queries < 1:
-        raise SpecError("option --queries: must be >= 1")
-    args = _load(hardware, model)
-    precision = Precision(weight_dtype=weight_dtype, compute_dtype=compute_dtype)
-    n = parse_ints(tokens, "--tokens")
-    if by_op:
-        rows = roofline_op_rows(*args, n, context=context, queries=queries, tp=tp,
-                                precision=precision)
-    else:
-        rows = roofline_rows(*args, n, context=context, queries=queries, tp=tp,
-                             precision=precision)
-    emit(rows, as_json)
+    hw, target = _load(hardware, model)
+    cost = sweep(target, hw, parse_ints(tokens, "--tokens"),
+                 context=parse_context(context) or 0.0, queries=queries, tp=tp,
+                 precision=precision(weight_dtype, kv_dtype, compute_dtype))
+    emit(roofline_op_rows(cost) if by_op else roofline_rows(cost), as_json)
 
 
 @app.command()
 def memory(
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     model: ModelOpt = DEFAULT_MODEL,
-    context: Annotated[int, typer.Option(help="Tokens per request (prompt + output).")] = 32768,
+    context: ContextOpt = "32768",
     requests: Annotated[str, typer.Option(help="Concurrent requests (list or range).")]
     = "1,8,24,64,128",
     drafter: Annotated[str | None, typer.Option(
@@ -71,18 +70,24 @@ def memory(
     tp: TpOpt = 1,
     memory_fraction: Annotated[float, typer.Option(
         help="Share of HBM the engine may use (vLLM gpu_memory_utilization).")] = 0.9,
+    weight_dtype: WeightDtypeOpt = "",
+    kv_dtype: KvDtypeOpt = "bf16",
     as_json: JsonOpt = False,
 ) -> None:
     """Weights, KV caches (target and drafter) and max concurrent requests per GPU."""
+    from specsim.forward.memory import serving_memory
+    from specsim.present.render import context_text
     from specsim.present.rows import memory_rows
 
     hw, target = _load(hardware, model)
-    draft = _load_drafter(drafter, target) if drafter else None
-    rows, max_requests = memory_rows(hw, target, parse_ints(requests, "--requests"), context,
-                                     drafter=draft, tp=tp, memory_fraction=memory_fraction)
+    ctx = parse_context(context) or 0.0
+    plan = serving_memory(target, hw, parse_ints(requests, "--requests"), ctx,
+                          drafter=_load_drafter(drafter, target) if drafter else None, tp=tp,
+                          memory_fraction=memory_fraction,
+                          precision=precision(weight_dtype, kv_dtype))
     if as_json:
-        echo(to_json(rows))
+        echo(to_json(memory_rows(plan)))
         return
-    echo(to_table(rows))
-    echo(f"\nmax concurrent requests at {context:,} tokens: {max_requests} "
+    echo(to_table(memory_rows(plan)))
+    echo(f"\nmax concurrent requests at {context_text(ctx)} tokens: {plan.max_requests} "
          f"({memory_fraction:.0%} of {hw.hbm_capacity_bytes / 1e9:g} GB, TP {tp})")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from specsim.cli.common import HardwareOpt, JsonOpt, TpOpt, app, echo, to_json, to_table
+from specsim.cli.common import DEFAULT_HARDWARE, JsonOpt, TpOpt, app, echo, to_json, to_table
 from specsim.errors import SpecError
 
 TINY = "tiny"  # a 4-layer toy model for quick CPU runs of the whole loop
@@ -62,6 +62,7 @@ def profile(
     = 20,
     warmup: Annotated[int, typer.Option(help="Untimed runs first.")] = 5,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Time the kernels T(n) is made of, for a model's shapes, on this machine's device."""
     from specsim.measurement.profile_csv import write_profile
@@ -87,6 +88,10 @@ def profile(
     meta = profile_metadata(spec, tp=tp, backend=engine, repeats=repeats, warmup=warmup,
                             command=command)
     write_profile(frame, out, meta, force=force)
+    if as_json:
+        echo(to_json({"out": str(out), "points": len(frame), "device": engine.device_name,
+                      "dtype": engine.dtype}))
+        return
     echo(f"wrote {out}: {len(frame)} points on {engine.device_name} ({engine.dtype})")
 
 
@@ -108,10 +113,13 @@ def calibrate(
     profile_path: Annotated[Path, typer.Argument(
         metavar="PROFILE", help="A profile CSV (specsim format) or a Vidur profiling folder.")],
     out: Annotated[Path, typer.Option(help="Calibrated hardware YAML to write.")],
-    hardware: HardwareOpt = "a100-80g-sxm",
+    hardware: Annotated[str | None, typer.Option(
+        "--hardware", "-H", help=f"GPU profile the kernels ran on (slug or YAML); default: "
+        f"{DEFAULT_HARDWARE}, or for --format vidur the device's own profile.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="specsim or vidur.")] = "specsim",
     device: Annotated[str | None, typer.Option(
-        help="Vidur device folder (a100, a40); default: from the hardware slug.")] = None,
+        help="Vidur device folder (a100, a40); default: the hardware's, else the folder's "
+        "only one.")] = None,
     train: Annotated[list[str] | None, typer.Option(
         help="Train on these models (repeat the option); the others are held out. Default: "
         "every model, holding out every third point of each grid.")] = None,
@@ -128,15 +136,15 @@ def calibrate(
     """Fit effective bandwidth, flops and overheads to measured kernels; write the profile."""
     from specsim.measurement.calibrate import calibrate as fit
     from specsim.measurement.calibrate import calibrated_yaml, holdout_summary
-    from specsim.measurement.tables import read_measurements
+    from specsim.measurement.tables import measured_hardware, read_measurements
     from specsim.specs.hardware import load_hardware
     from specsim.specs.io import check_writable, read_yaml, write_yaml
 
     for target in (out, predictions, plot):
         if target is not None:
             check_writable(target, force=force)
-    hw = load_hardware(hardware)
-    vidur_device = device or hw.slug.split("-")[0]
+    slug, vidur_device = measured_hardware(profile_path, fmt, hardware=hardware, device=device)
+    hw = load_hardware(slug)
     points = read_measurements(profile_path, fmt, device=vidur_device)
     if model is not None:
         from specsim.measurement.profile_csv import check_profile_matches_model

@@ -17,18 +17,11 @@ models_app = command_group("models", "Target model specs (numbers from each conf
 @hardware_app.command("list")
 def hardware_list(as_json: JsonOpt = False) -> None:
     """List the built-in GPU profiles."""
+    from specsim.present.rows import hardware_summary
     from specsim.specs.hardware import load_hardware
     from specsim.specs.io import builtin_names
 
-    rows = []
-    for slug in builtin_names("hardware"):
-        hw = load_hardware(slug)
-        rows.append({
-            "hardware": slug, "name": hw.name, "hbm_GB": hw.hbm_capacity_bytes / 1e9,
-            "hbm_TB_per_s": hw.hbm_bandwidth_bytes_per_s / 1e12,
-            "bf16_TFLOPS": hw.flops_per_s("bf16") / 1e12, "ops_per_byte": hw.ops_per_byte,
-            "calibrated": hw.is_calibrated})
-    emit(rows, as_json)
+    emit([hardware_summary(load_hardware(slug)) for slug in builtin_names("hardware")], as_json)
 
 
 @hardware_app.command("show")
@@ -85,6 +78,7 @@ def models_import(
     source: Annotated[str | None, typer.Option(
         help="Where the config came from (URL); recorded as the source of every number.")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Turn a config.json into a model spec YAML that every command accepts."""
     from specsim.specs.hf_import import import_config, read_config
@@ -106,4 +100,9 @@ def models_import(
         raise
     from specsim.specs.params import total_params
 
-    echo(f"wrote {target}: {model.name}, {total_params(model) / 1e9:.2f}B parameters")
+    params_b = total_params(model) / 1e9
+    if as_json:
+        echo(to_json({"out": str(target), "model": model.slug, "name": model.name,
+                      "params_B": params_b}))
+        return
+    echo(f"wrote {target}: {model.name}, {params_b:.2f}B parameters")

@@ -14,9 +14,17 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from specsim.errors import SpecError
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.ops import Op, pass_work
-from specsim.forward.shapes import BoolArray, FloatArray, PassShape, decode_passes, uniform_passes
+from specsim.forward.shapes import (
+    BoolArray,
+    FloatArray,
+    PassShape,
+    batch_mix_passes,
+    decode_passes,
+    uniform_passes,
+)
 from specsim.specs.dtypes import Precision
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
@@ -147,6 +155,22 @@ def forward_time_s(model: Model, hw: Hardware, tokens: ArrayLike, *, context: Ar
     q = np.asarray(tokens_per_request, dtype=np.float64)
     shape = uniform_passes(q, n / q, context)
     return pass_cost(model, hw, shape, tp=tp, precision=precision).time_s
+
+
+def roofline(model: Model, hw: Hardware, tokens: ArrayLike, *,
+             context: float | tuple[float, ...] = 0.0, queries: int = 1, tp: int = 1,
+             precision: Precision | None = None) -> PassCost:
+    """The passes of a T(n) sweep: n tokens scored per pass, `queries` per request.
+
+    tokens: n, (S,); requests per pass = n / queries (fractional in expectation); context:
+    cached tokens per request, or a mix of lengths the requests spread over evenly.
+    """
+    if queries < 1:
+        raise SpecError(f"option --queries: must be >= 1, got {queries}")
+    n = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
+    contexts = np.atleast_1d(np.asarray(context, dtype=np.float64))
+    shape = batch_mix_passes(float(queries), n / queries, contexts)
+    return pass_cost(model, hw, shape, tp=tp, precision=precision)
 
 
 def decode_time_s(model: Model, hw: Hardware, batch: ArrayLike, *, context: ArrayLike = 0.0,

@@ -8,15 +8,20 @@ per request (linear attention, a drafter's recurrent state). All sizes are per G
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
 from specsim.forward.shapes import BoolArray, FloatArray
-from specsim.specs.dtypes import BYTES_PER_PARAM
+from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
+from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
-from specsim.specs.params import weight_bytes
+from specsim.specs.params import total_params, weight_bytes
+
+if TYPE_CHECKING:
+    from specsim.specs.drafters import Drafter
 
 # vLLM's default `gpu_memory_utilization`: the share of HBM the engine may take.
 DEFAULT_MEMORY_FRACTION = 0.9
@@ -167,12 +172,13 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
                 context: ArrayLike, *,
                 tp: int = 1, drafter_cache: CacheLayout | None = None,
                 drafter_weights_bytes: float = 0.0,
-                memory_fraction: float = DEFAULT_MEMORY_FRACTION, kv_dtype: str = "bf16"
-                ) -> MemoryPlan:
+                memory_fraction: float = DEFAULT_MEMORY_FRACTION, kv_dtype: str = "bf16",
+                weight_bytes_total: float | None = None) -> MemoryPlan:
     """Memory per GPU for `requests` concurrent requests, each holding `context` tokens.
 
     context: one length, or a mix of lengths the requests spread over evenly (caches are then
-    the mean per request).
+    the mean per request). weight_bytes_total: the target's stored weights, bytes (default: at
+    the model's own dtypes).
     """
     if not 0 < memory_fraction <= 1:
         raise SpecError(f"memory fraction must be in (0, 1], got {memory_fraction}")
@@ -182,7 +188,7 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
     r = np.atleast_1d(np.asarray(requests, dtype=np.float64))
     target = kv_layout(model, tp=tp, kv_dtype=kv_dtype).bytes_per_request(ctx).mean()
     drafter = drafter_cache.bytes_per_request(ctx).mean() if drafter_cache else np.float64(0.0)
-    weights = weight_bytes(model) / tp
+    weights = (weight_bytes(model) if weight_bytes_total is None else weight_bytes_total) / tp
     return MemoryPlan(
         requests=r, context=float(ctx.mean()), weights_bytes=weights,
         drafter_weights_bytes=drafter_weights_bytes / tp,
@@ -190,3 +196,37 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
         target_kv_bytes=r * float(target), drafter_kv_bytes=r * float(drafter),
         capacity_bytes=hbm_capacity_bytes, usable_bytes=memory_fraction * hbm_capacity_bytes,
         per_request_bytes=float(target + drafter))
+
+
+def stored_weight_bytes(model: Model, precision: Precision) -> float:
+    """Bytes of a model's weights as stored: its own dtypes, or precision.weight_dtype for all."""
+    if not precision.weight_dtype:
+        return weight_bytes(model)
+    return total_params(model) * BYTES_PER_PARAM[precision.weight_dtype]
+
+
+def _drafter_weight_bytes(drafter: Drafter, precision: Precision) -> float:
+    if not precision.weight_dtype:
+        return drafter.weight_bytes()
+    params = total_params(drafter.model) if drafter.model is not None else drafter.params()
+    return params * BYTES_PER_PARAM[precision.weight_dtype]
+
+
+def serving_memory(model: Model, hw: Hardware, requests: ArrayLike,
+                   context: float | tuple[float, ...], *, drafter: Drafter | None = None,
+                   tp: int = 1, memory_fraction: float = DEFAULT_MEMORY_FRACTION,
+                   precision: Precision | None = None) -> MemoryPlan:
+    """Memory per GPU of serving a target (and a drafter) at a precision on a GPU.
+
+    The precision sets what the pass time also sees: stored weights (weight_dtype; the drafter
+    too, as the drafter's passes are timed with it), and the bytes each cached token takes in
+    the target's and the drafter's caches (kv_dtype).
+    context: tokens per request, or a mix the requests spread over evenly.
+    """
+    p = precision or Precision()
+    return memory_plan(
+        model, hw.hbm_capacity_bytes, requests, context, tp=tp,
+        drafter_cache=drafter.cache_layout(tp=tp, kv_dtype=p.kv_dtype) if drafter else None,
+        drafter_weights_bytes=_drafter_weight_bytes(drafter, p) if drafter else 0.0,
+        memory_fraction=memory_fraction, kv_dtype=p.kv_dtype,
+        weight_bytes_total=stored_weight_bytes(model, p))

@@ -15,7 +15,14 @@ import pandas as pd
 from specsim.errors import SpecError
 from specsim.measurement.calibrate import MEASUREMENT_COLUMNS
 from specsim.measurement.profile_csv import read_profile
-from specsim.measurement.vidur import GEMM_OPS, read_vidur_attention, read_vidur_mlp
+from specsim.measurement.vidur import (
+    GEMM_OPS,
+    read_vidur_attention,
+    read_vidur_mlp,
+    vidur_devices,
+    vidur_target,
+)
+from specsim.specs.defaults import DEFAULT_HARDWARE
 
 FORMATS = ("specsim", "vidur")
 VIDUR_ATTENTION = "attention_a100_llama70b_tp2.csv"
@@ -43,8 +50,7 @@ def from_vidur(root: Path, device: str) -> pd.DataFrame:
     """Vidur's weight-GEMM rows for one device (and its attention table where present)."""
     if not (root / "compute").is_dir() and root.name != "compute":
         raise SpecError(f"{root}: not a Vidur profiling folder (no compute/ inside)")
-    devices = sorted(p.name for p in (root / "compute").iterdir() if p.is_dir()) \
-        if (root / "compute").is_dir() else []
+    devices = vidur_devices(root) if (root / "compute").is_dir() else []
     if devices and device not in devices:
         raise SpecError(f"{root}: no device '{device}' (has: {', '.join(devices)})")
     mlp = read_vidur_mlp(root, device)
@@ -73,6 +79,20 @@ def _vidur_attention(path: Path) -> pd.DataFrame:
         "queries": np.where(prefill, a["prefill_chunk_size"], 1),
         "mask": np.where(prefill, "causal", "none"), "kv_heads": a["kv_heads"],
         "time_s": a["time_s"]})
+
+
+def measured_hardware(path: Path, fmt: str, *, hardware: str | None, device: str | None
+                      ) -> tuple[str, str]:
+    """(GPU profile, Vidur device) a calibration is for.
+
+    specsim format: the given profile, else DEFAULT_HARDWARE (device unused). Vidur format:
+    the device and profile follow from each other, else from the folder (see `vidur_target`).
+    """
+    if fmt not in FORMATS:
+        raise SpecError(f"option --format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "vidur":
+        return vidur_target(path, hardware=hardware, device=device)
+    return hardware or DEFAULT_HARDWARE, ""
 
 
 def read_measurements(path: Path, fmt: str, *, device: str = "") -> pd.DataFrame:

@@ -40,6 +40,9 @@ SHAPE_COLUMNS: tuple[str, ...] = (
     "num_tokens",
     "num_tensor_parallel_workers",
 )
+# Vidur's device folders and the built-in GPU profile of each (Vidur profiled the A100 80GB
+# SXM and the A40; its folders are named by GPU family only).
+DEVICE_HARDWARE: dict[str, str] = {"a100": "a100-80g-sxm", "a40": "a40"}
 _STATS: tuple[str, ...] = ("min", "max", "median")
 _MS_TO_S = 1e-3
 
@@ -223,6 +226,46 @@ def _merge_duplicates(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         n_measurements=("time_s", "size"),
     )
     return merged.reset_index()
+
+
+def vidur_devices(root: Path) -> list[str]:
+    """The device folders under a Vidur profiling folder's compute/ (sorted; [] if none)."""
+    compute = root / "compute" if (root / "compute").is_dir() else root
+    if not compute.is_dir():
+        return []
+    return sorted(p.name for p in compute.iterdir() if p.is_dir())
+
+
+def device_of_hardware(hardware_slug: str) -> str:
+    """The Vidur device folder a GPU profile (or a profile calibrated from one) was measured as."""
+    name = hardware_slug.split("/")[-1]
+    for device, slug in DEVICE_HARDWARE.items():
+        if name == slug or name.startswith(f"{slug}-"):
+            return device
+    raise SpecError(f"hardware '{hardware_slug}': no Vidur device measured it (Vidur has "
+                    f"{', '.join(f'{d} = {s}' for d, s in DEVICE_HARDWARE.items())}); "
+                    "pass --device")
+
+
+def vidur_target(root: Path, *, hardware: str | None, device: str | None) -> tuple[str, str]:
+    """(GPU profile, Vidur device) to calibrate from a Vidur folder.
+
+    An explicit device wins; else the hardware's device; else the folder's only device. The
+    GPU profile is the given one, else the device's built-in profile.
+    """
+    if device is None and hardware is not None:
+        device = device_of_hardware(hardware)
+    if device is None:
+        found = vidur_devices(root)
+        if len(found) != 1:
+            raise SpecError(f"{root}: holds devices {', '.join(found) or '(none)'}; pick one "
+                            "with --device or --hardware")
+        device = found[0]
+    if hardware is None:
+        if device not in DEVICE_HARDWARE:
+            raise SpecError(f"Vidur device '{device}': no built-in GPU profile; pass --hardware")
+        hardware = DEVICE_HARDWARE[device]
+    return hardware, device
 
 
 def _mlp_files(root: Path, device: str | None) -> list[tuple[str, str, Path]]:

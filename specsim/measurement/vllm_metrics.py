@@ -21,6 +21,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -315,3 +316,13 @@ def parse_vllm_log(text: str, source: str = "log") -> SpecDecodeCounts:
         ),
         source=source,
     )
+
+
+def read_counts(path: Path) -> SpecDecodeCounts:
+    """The counters of a saved /metrics page or of a vLLM log file (told apart by content)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
+    parse = parse_prometheus_metrics if "spec_decode_num_drafts" in text else parse_vllm_log
+    return parse(text, str(path))

@@ -80,3 +80,9 @@ def key_values(pairs: Sequence[tuple[str, Any, str]], *, title: str = "") -> str
         text = f"{key.ljust(width)}  {cell}"
         out.append(f"{text}  [{source}]" if source else text)
     return "\n".join(out)
+
+
+def context_text(context: float | tuple[float, ...]) -> str:
+    """A context or a mix of contexts as text: '32,768' or '1,024 + 32,768'."""
+    values = context if isinstance(context, tuple) else (context,)
+    return " + ".join(f"{c:,.0f}" for c in values)

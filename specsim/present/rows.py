@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from specsim.forward.cost import pass_cost
-from specsim.forward.memory import attention_layer_kv_bytes_per_token, kv_layout, memory_plan
-from specsim.forward.shapes import uniform_passes
-from specsim.specs.dtypes import Precision
+from specsim.forward.cost import PassCost
+from specsim.forward.memory import (
+    MemoryPlan,
+    attention_layer_kv_bytes_per_token,
+    kv_layout,
+)
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
 from specsim.specs.params import active_params, param_breakdown, total_params, weight_bytes
 
 if TYPE_CHECKING:
+    from specsim.measurement.vllm_metrics import SpecDecodeCounts
     from specsim.specs.drafters import Drafter
+    from specsim.speculation.speedup import SpeedupPoint
 
 Row = dict[str, Any]
 
@@ -113,35 +115,29 @@ def model_rows(model: Model) -> list[Row]:
     return rows
 
 
-def roofline_rows(hw: Hardware, model: Model, tokens: list[int], *, context: float,
-                  queries: int, tp: int, precision: Precision) -> list[Row]:
-    """One row per n: time, bound, bytes and flops of the pass."""
-    n = np.asarray(tokens, dtype=np.float64)
-    cost = pass_cost(model, hw, uniform_passes(queries, n / queries, context), tp=tp,
-                     precision=precision)
-    t = cost.time_s
+def roofline_rows(cost: PassCost) -> list[Row]:
+    """One row per pass of a T(n) sweep: time, bound, bytes and flops."""
+    n, t = cost.tokens, cost.time_s
+    bound, bytes_, flops = cost.compute_bound, cost.bytes_, cost.flops
     return [
-        {"tokens": int(n[i]), "time_ms": float(t[i] * 1e3),
+        {"tokens": int(round(n[i])), "time_ms": float(t[i] * 1e3),
          "tokens_per_s": float(n[i] / t[i]),
-         "bound": "compute" if cost.compute_bound[i] else "memory",
-         "bytes": float(cost.bytes_[i]), "flops": float(cost.flops[i])}
+         "bound": "compute" if bound[i] else "memory",
+         "bytes": float(bytes_[i]), "flops": float(flops[i])}
         for i in range(n.size)
     ]
 
 
-def roofline_op_rows(hw: Hardware, model: Model, tokens: list[int], *, context: float,
-                     queries: int, tp: int, precision: Precision) -> list[Row]:
-    """One row per (n, op): where the time of the pass goes."""
-    n = np.asarray(tokens, dtype=np.float64)
-    cost = pass_cost(model, hw, uniform_passes(queries, n / queries, context), tp=tp,
-                     precision=precision)
+def roofline_op_rows(cost: PassCost) -> list[Row]:
+    """One row per (pass, op): where the time of each pass of a T(n) sweep goes."""
+    n = cost.tokens
     rows: list[Row] = []
     for i in range(n.size):
         for c in cost.ops:
             op = c.op
             rows.append({
-                "tokens": int(n[i]), "op": op.name, "class": op.op_class, "layers": op.layers,
-                "time_ms": float(c.total_time_s[i] * 1e3),
+                "tokens": int(round(n[i])), "op": op.name, "class": op.op_class,
+                "layers": op.layers, "time_ms": float(c.total_time_s[i] * 1e3),
                 "bound": "compute" if c.compute_bound[i] else (
                     "link" if op.op_class == "communication" else "memory"),
                 "weight_bytes": float(op.weight_bytes[i] * op.layers),
@@ -152,16 +148,9 @@ def roofline_op_rows(hw: Hardware, model: Model, tokens: list[int], *, context: 
     return rows
 
 
-def memory_rows(hw: Hardware, model: Model, requests: list[int], context: float, *,
-                drafter: Drafter | None, tp: int, memory_fraction: float
-                ) -> tuple[list[Row], int]:
-    """Rows per concurrency level, and the max concurrency that fits."""
-    plan = memory_plan(
-        model, hw.hbm_capacity_bytes, requests, context, tp=tp,
-        drafter_cache=drafter.cache_layout(tp=tp) if drafter else None,
-        drafter_weights_bytes=drafter.weight_bytes() if drafter else 0.0,
-        memory_fraction=memory_fraction)
-    rows = [
+def memory_rows(plan: MemoryPlan) -> list[Row]:
+    """One row per concurrency level of a memory plan."""
+    return [
         {"requests": int(plan.requests[i]), "weights_gb": plan.weights_bytes / 1e9,
          "drafter_weights_gb": plan.drafter_weights_bytes / 1e9,
          "workspace_gb": plan.workspace_bytes / 1e9,
@@ -170,4 +159,60 @@ def memory_rows(hw: Hardware, model: Model, requests: list[int], context: float,
          "total_gb": float(plan.total_bytes[i]) / 1e9, "fits": bool(plan.fits[i])}
         for i in range(plan.requests.size)
     ]
-    return rows, plan.max_requests
+
+
+def speedup_rows(points: list[SpeedupPoint]) -> list[Row]:
+    """One row per (batch, N) of `best_per_nodes`."""
+    return [
+        {"batch": p.batch, "nodes": p.nodes, "depth": p.depth, "tau": p.tau,
+         "round_ms": p.round_s * 1e3, "speedup": p.speedup,
+         "tokens_per_s_per_user": p.tokens_per_s_per_user, "throughput": p.throughput,
+         "fits": p.fits}
+        for p in points
+    ]
+
+
+def hardware_summary(hw: Hardware) -> Row:
+    """One row of `hardware list`."""
+    return {"hardware": hw.slug, "name": hw.name, "hbm_GB": hw.hbm_capacity_bytes / 1e9,
+            "hbm_TB_per_s": hw.hbm_bandwidth_bytes_per_s / 1e12,
+            "bf16_TFLOPS": hw.flops_per_s("bf16") / 1e12, "ops_per_byte": hw.ops_per_byte,
+            "calibrated": hw.is_calibrated}
+
+
+def drafter_summary(d: Drafter) -> Row:
+    """One row of `drafters list`."""
+    alpha = "" if d.acceptance is None else f"{d.acceptance.position_alphas[0]:.3f}"
+    return {"drafter": d.slug, "family": d.family, "target": d.target.slug,
+            "parallel": d.is_parallel, "layers": d.layers, "params_B": d.params() / 1e9,
+            "draft_limit": d.draft_limit, "published_alpha": alpha}
+
+
+DRAFTER_FIELDS = ("family", "layers", "hidden_size", "num_attention_heads", "num_kv_heads",
+                  "head_dim", "intermediate_size", "vocab_size", "own_lm_head",
+                  "fused_target_layers", "block_size", "markov_rank", "edit_passes",
+                  "medusa_heads", "attention_window")
+
+
+def drafter_rows(d: Drafter) -> list[Row]:
+    """Architecture fields, target, size, own cache per token and published acceptance."""
+    source = next(iter(d.sources.values()), "")
+    rows: list[Row] = [{"field": k, "value": getattr(d, k), "source": source}
+                       for k in DRAFTER_FIELDS]
+    rows += [
+        {"field": "target", "value": d.target.slug, "source": d.target.path},
+        {"field": "params_B", "value": d.params() / 1e9, "source": "derived"},
+        {"field": "cache_bytes_per_token", "value": d.cache_layout().bytes_per_token,
+         "source": "derived (bf16)"},
+    ]
+    if d.acceptance is not None:
+        rows.append({"field": "alpha", "value": d.acceptance.position_alphas[0],
+                     "source": d.acceptance.source})
+    return rows
+
+
+def acceptance_rows(counts: SpecDecodeCounts) -> list[Row]:
+    """Per draft position: conditional acceptance and the share of drafts reaching it."""
+    return [{"position": i + 1, "alpha": float(a), "reached": float(m)}
+            for i, (a, m) in enumerate(zip(counts.conditional_alphas, counts.marginal_rates,
+                                           strict=True))]

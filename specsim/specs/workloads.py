@@ -75,9 +75,15 @@ def load_workload(name: str) -> Workload:
                     path=spec.path)
 
 
-def workload_to_yaml(name: str, profile: AcceptanceProfile, *, context: float,
-                     counts_source: str) -> dict[str, Any]:
-    """A workload mapping (for `acceptance fit`) in the form `load_workload` reads."""
+def workload_to_yaml(name: str, profile: AcceptanceProfile, *,
+                     context: float | tuple[float, ...], counts_source: str) -> dict[str, Any]:
+    """A workload mapping (for `acceptance fit`) in the form `load_workload` reads.
+
+    context: cached tokens per request; a workload holds one length, not a mix.
+    """
+    if isinstance(context, tuple):
+        raise SpecError(f"option --context: a workload holds one context length, got a mix "
+                        f"{', '.join(f'{c:g}' for c in context)}")
     return {
         "name": name,
         "context": context,

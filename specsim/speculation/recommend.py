@@ -14,13 +14,17 @@ from dataclasses import dataclass
 
 from numpy.typing import ArrayLike
 
+from specsim.errors import SpecError
 from specsim.specs.drafters import Drafter
 from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation.speedup import (
+    OBJECTIVES,
+    SHAPES,
     Candidates,
     Setup,
     SpeedupTable,
     candidates_for,
+    check_choice,
     speedup_table,
 )
 
@@ -124,6 +128,10 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
 
     shape: "chain", "tree", or "auto" (trees when the profile has per-rank acceptance).
     """
+    check_choice("shape", shape, SHAPES)
+    check_choice("objective", objective, OBJECTIVES)
+    if max_nodes < 1:
+        raise SpecError(f"option --max-nodes: must be >= 1, got {max_nodes}")
     drafter = setup.drafter
     chain_limit = max_nodes if not drafter or not drafter.draft_limit else \
         min(max_nodes, drafter.draft_limit)

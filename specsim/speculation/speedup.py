@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from specsim.errors import SpecError
 from specsim.forward.cost import pass_cost
-from specsim.forward.memory import memory_plan
+from specsim.forward.memory import serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
@@ -31,11 +31,27 @@ from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_sha
 from specsim.speculation.trees import best_first_tree
 
 IntArray = NDArray[np.int64]
-SHAPES = ("chain", "tree")
+# auto: trees when the profile has per-rank acceptance, else chains.
+SHAPES = ("auto", "chain", "tree")
 OBJECTIVES = ("speedup", "throughput")
 # Depth caps tried for drafters that pay one pass per tree level (EAGLE-style trees are 4-10
 # levels deep; a level costs a full drafter pass, so deeper caps rarely pay).
 AUTOREGRESSIVE_DEPTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+
+
+def check_choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    """`value` if it is one of `allowed`; else the one error every command gives for it."""
+    if value not in allowed:
+        raise SpecError(f"option --{option}: {option} {value!r} is not one of "
+                        f"{', '.join(allowed)}")
+    return value
+
+
+def resolve_shape(shape: str, profile: AcceptanceProfile) -> str:
+    """chain or tree: `auto` means trees when the profile has per-rank acceptance."""
+    if check_choice("shape", shape, SHAPES) == "auto":
+        return "tree" if profile.rank_acceptance else "chain"
+    return shape
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,8 +111,7 @@ def candidates_for(drafter: Drafter | None, profile: AcceptanceProfile, *, shape
     Drafters that pay one pass per level get trees under several depth caps; parallel ones
     (and, without a drafter, an idealized parallel drafter unless `sequential`) any depth.
     """
-    if shape not in SHAPES:
-        raise SpecError(f"shape '{shape}' is not one of {', '.join(SHAPES)}")
+    shape = resolve_shape(shape, profile)
     limit = drafter.draft_limit if drafter is not None else 0
     if shape == "chain":
         return chain_candidates(profile, min(max_nodes, limit) if limit else max_nodes)
@@ -143,8 +158,7 @@ class SpeedupTable:
 
     def best(self, objective: str = "speedup") -> IntArray:
         """Index of the best candidate per batch size (plain decoding when nothing beats it)."""
-        if objective not in OBJECTIVES:
-            raise SpecError(f"objective '{objective}' is not one of {', '.join(OBJECTIVES)}")
+        check_choice("objective", objective, OBJECTIVES)
         score = self.speedup if objective == "speedup" else self.throughput
         # Ties: fewer nodes first (argmax keeps the first maximum, candidates ascend in N).
         return np.asarray(np.argmax(np.round(score, 12), axis=1))
@@ -223,10 +237,59 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
         context=float(contexts.mean()))
 
 
+def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, nodes: ArrayLike,
+                  *, shape: str = "tree") -> SpeedupTable:
+    """The speedup table of every chain or tree the drafter can make, up to max(nodes) nodes."""
+    n = np.atleast_1d(np.asarray(nodes))
+    if n.size == 0:
+        raise SpecError("option --nodes: need one or more node counts")
+    cands = candidates_for(setup.drafter, profile, shape=shape, max_nodes=int(n.max()))
+    return speedup_table(setup, batch, cands)
+
+
 def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
-    d = setup.drafter
-    plan = memory_plan(setup.target, setup.hardware.hbm_capacity_bytes, batch, contexts,
-                       tp=setup.tp, drafter_cache=d.cache_layout(tp=setup.tp) if d else None,
-                       drafter_weights_bytes=d.weight_bytes() if d else 0.0,
-                       memory_fraction=setup.memory_fraction)
+    """Whether the target, the drafter and their caches fit, at the setup's precision."""
+    plan = serving_memory(setup.target, setup.hardware, batch, tuple(contexts.tolist()),
+                          drafter=setup.drafter, tp=setup.tp,
+                          memory_fraction=setup.memory_fraction, precision=setup.precision)
     return plan.fits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeedupPoint:
+    """One candidate at one batch size: N drafted nodes in `depth` levels, and what it gives."""
+
+    batch: int
+    nodes: int
+    depth: int
+    tau: float
+    round_s: float
+    speedup: float
+    tokens_per_s_per_user: float
+    throughput: float
+    fits: bool
+
+
+def best_per_nodes(table: SpeedupTable, nodes: ArrayLike) -> list[SpeedupPoint]:
+    """Per batch size and requested N: the candidate of N nodes with the highest speedup.
+
+    A table holds one candidate per (N, depth cap); this keeps the best depth cap for each N.
+    Requested N the table lacks are skipped. Ordered by batch, then N.
+    """
+    c = table.candidates
+    wanted = sorted({int(n) for n in np.atleast_1d(np.asarray(nodes))})
+    round_s, speedup = table.round_s, table.speedup
+    points = []
+    for i, b in enumerate(table.batch):
+        for n in wanted:
+            index = np.flatnonzero(c.nodes == n)
+            if index.size == 0:
+                continue
+            k = int(index[np.argmax(speedup[i, index])])
+            per_user = float(c.tau[k] / round_s[i, k])
+            points.append(SpeedupPoint(
+                batch=int(b), nodes=n, depth=int(c.depth[k]), tau=float(c.tau[k]),
+                round_s=float(round_s[i, k]), speedup=float(speedup[i, k]),
+                tokens_per_s_per_user=per_user, throughput=float(b) * per_user,
+                fits=bool(table.fits[i])))
+    return points

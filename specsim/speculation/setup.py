@@ -1,0 +1,59 @@
+"""What a speculation question is asked about: the specs, the context and the acceptance.
+
+`load_setup` turns names and values (as a command line or a notebook gives them) into the
+`Setup` a speedup table is computed for and the `AcceptanceProfile` it uses. Acceptance comes,
+in this order, from an explicit constant alpha, from a workload, or from the drafter's
+published value; a workload also gives the context when none is given.
+"""
+
+from __future__ import annotations
+
+from specsim.errors import SpecError
+from specsim.specs.defaults import DEFAULT_CONTEXT_TOKENS, DEFAULT_HARDWARE, DEFAULT_MODEL
+from specsim.specs.drafters import Drafter, load_drafter
+from specsim.specs.dtypes import Precision
+from specsim.specs.hardware import load_hardware
+from specsim.specs.models import load_model
+from specsim.specs.workloads import Workload, load_workload
+from specsim.speculation.acceptance import AcceptanceProfile, constant_profile
+from specsim.speculation.speedup import Setup
+
+
+def choose_acceptance(*, alpha: float | None, workload: Workload | None,
+                      drafter: Drafter | None) -> AcceptanceProfile:
+    """The acceptance to use: alpha, else the workload's, else the drafter's published one."""
+    if alpha is not None and workload is not None:
+        raise SpecError("give --alpha or --workload, not both")
+    if alpha is not None:
+        return constant_profile(alpha)
+    if workload is not None:
+        return workload.acceptance
+    if drafter is not None and drafter.acceptance is not None:
+        return drafter.acceptance
+    raise SpecError("no acceptance: give --alpha A or --workload W (this drafter has no "
+                    "published acceptance)")
+
+
+def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
+               drafter: str | None = None, alpha: float | None = None,
+               workload: str | None = None, context: float | tuple[float, ...] | None = None,
+               tp: int = 1, draft_cost: float | None = None,
+               precision: Precision | None = None) -> tuple[Setup, AcceptanceProfile]:
+    """The setup and acceptance profile of a speculation question, from spec names.
+
+    hardware, model, drafter, workload: built-in slugs or YAML paths. model defaults to the
+    drafter's target, else DEFAULT_MODEL. context: cached tokens per request, or a mix of
+    lengths the batch spreads over evenly; default: the workload's, else DEFAULT_CONTEXT_TOKENS.
+    """
+    target = load_model(model) if model else None
+    draft = load_drafter(drafter, target=target) if drafter else None
+    if target is None:
+        target = draft.target if draft else load_model(DEFAULT_MODEL)
+    load = load_workload(workload) if workload else None
+    profile = choose_acceptance(alpha=alpha, workload=load, drafter=draft)
+    if context is None:
+        context = load.context if load else DEFAULT_CONTEXT_TOKENS
+    setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
+                  context=context, tp=tp, draft_cost=draft_cost,
+                  precision=precision or Precision())
+    return setup, profile
