@@ -78,27 +78,30 @@ def models_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")],
 
 @models_app.command("import")
 def models_import(
-    config: Annotated[Path, typer.Argument(help="A Hugging Face config.json.")],
+    config: Annotated[str, typer.Argument(
+        help="A Hugging Face config.json (or its folder), or a Hub repo id such as "
+             "Qwen/Qwen3-8B (read through the huggingface_hub cache; HF_HUB_OFFLINE=1 works).")],
     name: Annotated[str | None, typer.Option(
-        help="Model name (default: the config's folder name).")] = None,
+        help="Model name (default: the config's folder or the repo name).")] = None,
     out: Annotated[Path | None, typer.Option(help="Output YAML (default: ./<slug>.yaml).")] = None,
     source: Annotated[str | None, typer.Option(
         help="Where the config came from (URL); recorded as the source of every number.")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Turn a config.json into a model spec YAML that every command accepts."""
-    from specsim.specs.hf_import import import_config, read_config
+    from specsim.specs.hf_import import import_config, is_generic, locate_config, read_config
     from specsim.specs.io import read_spec_file, write_yaml
     from specsim.specs.models import model_from_file
 
-    folder = config.resolve().parent.name
-    model_name = name or (folder if config.name == "config.json" and folder else config.stem)
+    found = locate_config(config)
+    model_name = name or found.name
     slug = model_name.lower().replace("/", "-").replace(" ", "-")
     target = out or Path(f"{slug}.yaml")
     if target.exists() and not force:
         raise SpecError(f"{target}: exists; pass --force to overwrite")
-    spec = import_config(read_config(config), name=model_name,
-                         source=source or f"config.json at {config}", where=str(config))
+    data = read_config(found.path)
+    spec = import_config(data, name=model_name, source=source or found.source,
+                         where=str(found.path))
     write_yaml(target, spec, force=force)
     try:
         model = model_from_file(read_spec_file(target), slug=target.stem)
@@ -107,4 +110,5 @@ def models_import(
         raise
     from specsim.specs.params import total_params
 
-    echo(f"wrote {target}: {model.name}, {total_params(model) / 1e9:.2f}B parameters")
+    how = " (generic path: standard fields only)" if is_generic(data) else ""
+    echo(f"wrote {target}: {model.name}, {total_params(model) / 1e9:.2f}B parameters{how}")

@@ -12,6 +12,8 @@ vision tower is not counted. What cannot be modelled is an error that names the 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,3 +363,69 @@ _FAMILIES: dict[str, _Family] = {
     "DeepseekV3ForCausalLM": _Family(builder=_deepseek),
     "GptOssForCausalLM": _Family(builder=_gpt_oss),
 }
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class LocatedConfig:
+    """Where a config.json was found: its local path, the name it suggests, its source URL."""
+
+    path: Path
+    name: str
+    source: str
+
+
+def locate_config(where: str, *, cache_dir: Path | None = None) -> LocatedConfig:
+    """A config.json path as given, or a Hugging Face repo id fetched through huggingface_hub's
+    cache (offline from the cache when HF_HUB_OFFLINE=1). One line on any failure."""
+    path = Path(where)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.exists() or not _REPO_ID.match(where):
+        if not path.exists():
+            raise SpecError(f"{where}: cannot read (no such file, and not a Hub repo id "
+                            "such as Org/Name)")
+        folder = path.resolve().parent.name
+        name = folder if path.name == "config.json" and folder else path.stem
+        return LocatedConfig(path, name, f"config.json at {path}")
+    return _download(where, cache_dir)
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _download(repo_id: str, cache_dir: Path | None) -> LocatedConfig:
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            HfHubHTTPError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+        )
+    except ImportError:
+        raise SpecError(f"{repo_id}: reading a Hub repo id needs huggingface_hub "
+                        "(pip install huggingface_hub), or pass a config.json path") from None
+    offline = _offline()
+    try:
+        local = hf_hub_download(repo_id, "config.json", cache_dir=cache_dir,
+                                local_files_only=offline)
+    except RepositoryNotFoundError:
+        raise SpecError(f"{repo_id}: repository not found on the Hugging Face Hub "
+                        "(or gated: log in with `hf auth login`)") from None
+    except LocalEntryNotFoundError:
+        why = "offline (HF_HUB_OFFLINE=1)" if offline else "the Hub is unreachable"
+        raise SpecError(f"{repo_id}: config.json is not in the Hugging Face cache and "
+                        f"{why}") from None
+    except EntryNotFoundError:
+        raise SpecError(f"{repo_id}: the repository has no config.json") from None
+    except (HfHubHTTPError, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise SpecError(f"{repo_id}: cannot download config.json ({first})") from None
+    path = Path(local)
+    revision = path.parent.name
+    return LocatedConfig(path, repo_id.split("/", 1)[1],
+                         f"https://huggingface.co/{repo_id}/blob/{revision}/config.json")
