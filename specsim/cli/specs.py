@@ -112,3 +112,55 @@ def models_import(
 
     how = " (generic path: standard fields only)" if is_generic(data) else ""
     echo(f"wrote {target}: {model.name}, {total_params(model) / 1e9:.2f}B parameters{how}")
+
+
+# ----------------------------------------------------------------------------- drafters
+
+
+def _register_drafters_import() -> None:
+    """`drafters import` joins the drafters group that cli/speculation.py defines."""
+    from specsim.cli.speculation import drafters_app
+
+    drafters_app.command("import")(drafters_import)
+
+
+def drafters_import(
+    config: Annotated[str, typer.Argument(
+        help="A drafter's config.json (or its folder), or a Hub repo id such as "
+             "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B.")],
+    target: Annotated[str, typer.Option(
+        help="Target model it drafts for: a built-in slug or a model YAML path.")],
+    out: Annotated[Path, typer.Option(help="Drafter YAML to write.")],
+    family: Annotated[str | None, typer.Option(
+        help="eagle, eagle3, dflash or mtp (default: read from the config; EAGLE-1 needs it).")]
+    = None,
+    name: Annotated[str | None, typer.Option(help="Drafter name.")] = None,
+    source: Annotated[str | None, typer.Option(
+        help="Where the config came from (URL); recorded as the source of every number.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
+) -> None:
+    """Turn a published drafter's config.json into a drafter YAML, checked against its target."""
+    from specsim.specs.drafter_import import import_drafter
+    from specsim.specs.drafters import load_drafter
+    from specsim.specs.hf_import import locate_config, read_config
+    from specsim.specs.io import write_yaml
+    from specsim.specs.models import load_model
+
+    if out.exists() and not force:
+        raise SpecError(f"{out}: exists; pass --force to overwrite")
+    found = locate_config(config)
+    model = load_model(target)
+    spec = import_drafter(read_config(found.path), target=model, target_name=target,
+                          name=name or found.name, source=source or found.source,
+                          where=str(found.path), family=family)
+    write_yaml(out, spec, force=force)
+    try:
+        drafter = load_drafter(str(out))
+    except SpecError:
+        out.unlink()
+        raise
+    echo(f"wrote {out}: {drafter.family} drafter for {model.name}, "
+         f"{drafter.params() / 1e9:.3f}B own parameters")
+
+
+_register_drafters_import()
