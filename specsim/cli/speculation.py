@@ -251,8 +251,9 @@ def recommend(
 
 @acceptance_app.command("fit")
 def acceptance_fit(
-    metrics: Annotated[Path, typer.Argument(
-        help="A saved vLLM /metrics page, or a vLLM log with 'SpecDecoding metrics' lines.")],
+    metrics: Annotated[str, typer.Argument(
+        help="A saved vLLM /metrics page, a vLLM log with 'SpecDecoding metrics' lines, or a "
+             "live endpoint URL (http://host:port/metrics).")],
     out: Annotated[Path, typer.Option(help="Workload YAML to write.")],
     name: Annotated[str | None, typer.Option(help="Workload name.")] = None,
     context: Annotated[int, typer.Option(help="Cached tokens per request of this workload.")]
@@ -260,20 +261,21 @@ def acceptance_fit(
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Per-position conditional acceptance from vLLM's counters, as a workload profile."""
-    from specsim.measurement.vllm_metrics import parse_prometheus_metrics, parse_vllm_log
+    from specsim.measurement.vllm_metrics import (
+        parse_prometheus_metrics,
+        parse_vllm_log,
+        read_metrics,
+    )
     from specsim.specs.io import write_yaml
     from specsim.specs.workloads import workload_to_yaml
 
     if out.exists() and not force:
         raise SpecError(f"{out}: exists; pass --force to overwrite")
-    try:
-        text = metrics.read_text(encoding="utf-8", errors="replace")
-    except OSError as err:
-        raise SpecError(f"{metrics}: cannot read ({err.strerror})") from None
+    text, stem = read_metrics(metrics)
     parse = parse_prometheus_metrics if "spec_decode_num_drafts" in text else parse_vllm_log
-    counts = parse(text, str(metrics))
+    counts = parse(text, metrics)
     profile = counts.to_profile()
-    write_yaml(out, workload_to_yaml(name or metrics.stem, profile, context=context,
+    write_yaml(out, workload_to_yaml(name or stem, profile, context=context,
                                      counts_source=f"vLLM counters in {metrics}"), force=force)
     rows = [{"position": i + 1, "alpha": float(a), "reached": float(m)}
             for i, (a, m) in enumerate(zip(counts.conditional_alphas, counts.marginal_rates,
