@@ -71,9 +71,11 @@ def models_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")],
 
 @models_app.command("import")
 def models_import(
-    config: Annotated[Path, typer.Argument(help="A Hugging Face config.json.")],
+    config: Annotated[str, typer.Argument(
+        help="A Hugging Face config.json (or its folder), or a Hub repo id such as "
+             "Qwen/Qwen3-8B (read through the huggingface_hub cache; HF_HUB_OFFLINE=1 works).")],
     name: Annotated[str | None, typer.Option(
-        help="Model name (default: the config's folder name).")] = None,
+        help="Model name (default: the config's folder or the repo name).")] = None,
     out: Annotated[Path | None, typer.Option(help="Output YAML (default: ./<slug>.yaml).")] = None,
     source: Annotated[str | None, typer.Option(
         help="Where the config came from (URL); recorded as the source of every number.")] = None,
@@ -81,17 +83,18 @@ def models_import(
     as_json: JsonOpt = False,
 ) -> None:
     """Turn a config.json into a model spec YAML that every command accepts."""
-    from specsim.specs.hf_import import import_config, read_config
+    from specsim.specs.hf_import import import_config, is_generic, locate_config, read_config
     from specsim.specs.io import check_writable, read_spec_file, write_yaml
     from specsim.specs.models import model_from_file
 
-    folder = config.resolve().parent.name
-    model_name = name or (folder if config.name == "config.json" and folder else config.stem)
+    found = locate_config(config)
+    model_name = name or found.name
     slug = model_name.lower().replace("/", "-").replace(" ", "-")
     target = out or Path(f"{slug}.yaml")
     check_writable(target, force=force)
-    spec = import_config(read_config(config), name=model_name,
-                         source=source or f"config.json at {config}", where=str(config))
+    data = read_config(found.path)
+    spec = import_config(data, name=model_name, source=source or found.source,
+                         where=str(found.path))
     write_yaml(target, spec, force=force)
     try:
         model = model_from_file(read_spec_file(target), slug=target.stem)
@@ -101,8 +104,60 @@ def models_import(
     from specsim.specs.params import total_params
 
     params_b = total_params(model) / 1e9
+    how = " (generic path: standard fields only)" if is_generic(data) else ""
     if as_json:
         echo(to_json({"out": str(target), "model": model.slug, "name": model.name,
-                      "params_B": params_b}))
+                      "params_B": params_b, "generic_path": bool(how)}))
         return
-    echo(f"wrote {target}: {model.name}, {params_b:.2f}B parameters")
+    echo(f"wrote {target}: {model.name}, {params_b:.2f}B parameters{how}")
+
+
+# ----------------------------------------------------------------------------- drafters
+
+
+def _register_drafters_import() -> None:
+    """`drafters import` joins the drafters group that cli/speculation.py defines."""
+    from specsim.cli.speculation import drafters_app
+
+    drafters_app.command("import")(drafters_import)
+
+
+def drafters_import(
+    config: Annotated[str, typer.Argument(
+        help="A drafter's config.json (or its folder), or a Hub repo id such as "
+             "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B.")],
+    target: Annotated[str, typer.Option(
+        help="Target model it drafts for: a built-in slug or a model YAML path.")],
+    out: Annotated[Path, typer.Option(help="Drafter YAML to write.")],
+    family: Annotated[str | None, typer.Option(
+        help="eagle, eagle3, dflash or mtp (default: read from the config; EAGLE-1 needs it).")]
+    = None,
+    name: Annotated[str | None, typer.Option(help="Drafter name.")] = None,
+    source: Annotated[str | None, typer.Option(
+        help="Where the config came from (URL); recorded as the source of every number.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
+) -> None:
+    """Turn a published drafter's config.json into a drafter YAML, checked against its target."""
+    from specsim.specs.drafter_import import import_drafter
+    from specsim.specs.drafters import load_drafter
+    from specsim.specs.hf_import import locate_config, read_config
+    from specsim.specs.io import check_writable, write_yaml
+    from specsim.specs.models import load_model
+
+    check_writable(out, force=force)
+    found = locate_config(config)
+    model = load_model(target)
+    spec = import_drafter(read_config(found.path), target=model, target_name=target,
+                          name=name or found.name, source=source or found.source,
+                          where=str(found.path), family=family)
+    write_yaml(out, spec, force=force)
+    try:
+        drafter = load_drafter(str(out))
+    except SpecError:
+        out.unlink()
+        raise
+    echo(f"wrote {out}: {drafter.family} drafter for {model.name}, "
+         f"{drafter.params() / 1e9:.3f}B own parameters")
+
+
+_register_drafters_import()

@@ -186,8 +186,9 @@ def recommend(
 
 @acceptance_app.command("fit")
 def acceptance_fit(
-    metrics: Annotated[Path, typer.Argument(
-        help="A saved vLLM /metrics page, or a vLLM log with 'SpecDecoding metrics' lines.")],
+    metrics: Annotated[str, typer.Argument(
+        help="A saved vLLM /metrics page, a vLLM log with 'SpecDecoding metrics' lines, or a "
+             "live endpoint URL (http://host:port/metrics).")],
     out: Annotated[Path, typer.Option(help="Workload YAML to write.")],
     name: Annotated[str | None, typer.Option(help="Workload name.")] = None,
     context: ContextOpt = "2048",
@@ -195,14 +196,14 @@ def acceptance_fit(
     as_json: JsonOpt = False,
 ) -> None:
     """Per-position conditional acceptance from vLLM's counters, as a workload profile."""
-    from specsim.measurement.vllm_metrics import read_counts
+    from specsim.measurement.vllm_metrics import metrics_name, read_counts
     from specsim.present.rows import acceptance_rows
     from specsim.specs.io import check_writable, write_yaml
     from specsim.specs.workloads import workload_to_yaml
 
     check_writable(out, force=force)
     counts = read_counts(metrics)
-    document = workload_to_yaml(name or metrics.stem, counts.to_profile(),
+    document = workload_to_yaml(name or metrics_name(metrics), counts.to_profile(),
                                 context=parse_context(context) or 0.0,
                                 counts_source=f"vLLM counters in {metrics}")
     write_yaml(out, document, force=force)

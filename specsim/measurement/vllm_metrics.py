@@ -1,4 +1,5 @@
-"""Parse vLLM's speculative-decoding counters into acceptance statistics (pure; no file I/O).
+"""Parse vLLM's speculative-decoding counters into acceptance statistics; reading a saved page
+or a live /metrics endpoint is the one I/O part, at the end of the module.
 
 Two inputs, both as text:
 
@@ -318,11 +319,61 @@ def parse_vllm_log(text: str, source: str = "log") -> SpecDecodeCounts:
     )
 
 
-def read_counts(path: Path) -> SpecDecodeCounts:
-    """The counters of a saved /metrics page or of a vLLM log file (told apart by content)."""
+# ----------------------------------------------------------------------------- reading (I/O)
+
+FETCH_TIMEOUT_S = 10.0
+MAX_PAGE_BYTES = 64 * 1024 * 1024  # a /metrics page is kilobytes; refuse anything absurd
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+def fetch_metrics(url: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> str:
+    """The text of a live vLLM /metrics endpoint (GET, `timeout_s` seconds at most per
+    network operation); connection failures and HTTP errors are one line naming the URL."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+            body: bytes = response.read(MAX_PAGE_BYTES + 1)
+    except urllib.error.HTTPError as err:
+        raise SpecError(f"{url}: HTTP {err.code} {err.reason}") from None
+    except urllib.error.URLError as err:
+        raise SpecError(f"{url}: cannot connect ({err.reason})") from None
+    except TimeoutError:
+        raise SpecError(f"{url}: no answer within {timeout_s:g} s") from None
     except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
+        raise SpecError(f"{url}: cannot read ({err})") from None
+    if len(body) > MAX_PAGE_BYTES:
+        raise SpecError(f"{url}: page larger than {MAX_PAGE_BYTES} bytes; not a /metrics page")
+    return body.decode("utf-8", errors="replace")
+
+
+def metrics_name(source: str) -> str:
+    """A default workload name for counters read from `source` (a file's stem, or a fixed
+    name for a live endpoint)."""
+
+    return "vllm-metrics" if is_url(source) else Path(source).stem
+
+
+def read_metrics(source: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> tuple[str, str]:
+    """(text, default name) of a saved /metrics page or vLLM log, or of a live endpoint URL."""
+    if is_url(source):
+        return fetch_metrics(source, timeout_s=timeout_s), "vllm-metrics"
+
+    path = Path(source)
+    try:
+        return path.read_text(encoding="utf-8", errors="replace"), path.stem
+    except OSError as err:
+        raise SpecError(f"{source}: cannot read ({err.strerror})") from None
+
+
+def read_counts(source: str) -> SpecDecodeCounts:
+    """The counters of a saved /metrics page, a vLLM log file (told apart by content), or a live
+    endpoint URL."""
+    text, _ = read_metrics(source)
     parse = parse_prometheus_metrics if "spec_decode_num_drafts" in text else parse_vllm_log
-    return parse(text, str(path))
+    return parse(text, source)

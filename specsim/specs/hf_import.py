@@ -1,14 +1,21 @@
 """Turn a Hugging Face config.json into a specsim model spec (a plain mapping ready for YAML).
 
-Only architectures whose layout we know are accepted; anything else is an error that names
-the architecture or the missing key, never a guess. Defaults applied are those of the
-transformers config classes themselves (e.g. num_key_value_heads = num_attention_heads).
+Any decoder whose config carries the standard fields (hidden_size, num_hidden_layers,
+num_attention_heads, num_key_value_heads, head_dim, intermediate_size, vocab_size,
+tie_word_embeddings, the usual MoE and sliding-window keys) imports through one generic path.
+Families whose layout differs from those fields, or whose config class fills absent keys with
+other defaults, have an entry in `_FAMILIES` (defaults as in the transformers config classes,
+e.g. Gemma's tied embeddings). Multimodal checkpoints are read from their `text_config`; the
+vision tower is not counted. What cannot be modelled is an error that names the key.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,33 +23,72 @@ from specsim.errors import SpecError
 
 Config = Mapping[str, Any]
 
-_DENSE = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
-_MOE = {"MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"}
-_QK_NORM = {"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM"}
-_QKV_BIAS = {"Qwen2ForCausalLM", "Qwen2MoeForCausalLM"}
 _QUANT_DTYPES = {"fp8": "fp8", "mxfp4": "mxfp4"}
+_ATTENTION_KINDS = ("full_attention", "sliding_attention")
+# Keys whose presence means a layer kind or block that the spec cannot express.
+_UNMODELLED_KEYS = {
+    "ssm_cfg": "state-space (Mamba) layers",
+    "mamba_d_state": "state-space (Mamba) layers",
+    "attn_layer_indices": "hybrid attention / state-space layers",
+    "hybrid_override_pattern": "hybrid attention / state-space layers",
+    "cross_attention_layers": "cross-attention layers",
+    "altup_num_inputs": "AltUp per-layer inputs (Gemma 3n)",
+    "dual_chunk_attention_config": "dual-chunk attention",
+}
 
 
 class _Keys:
-    """Reads keys from a config, naming the file and the key when one is missing or wrong."""
+    """Reads keys from the text config, naming the file and the key when one is missing or
+    wrong; `defaults` are the family's config-class defaults for absent keys."""
 
-    def __init__(self, config: Config, where: str, architecture: str) -> None:
-        self.config, self.where, self.arch = config, where, architecture
+    def __init__(self, config: Config, where: str, architecture: str,
+                 defaults: Mapping[str, Any]) -> None:
+        self.config, self.where, self.arch, self.defaults = config, where, architecture, defaults
 
-    def int(self, key: str, default: int | None = None) -> int:
-        value = self.config.get(key, default)
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.config.get(key)
+        return self.defaults.get(key, default) if value is None else value
+
+    def has(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def int(self, key: str, default: int | None = None, *, minimum: int = 0) -> int:
+        value = self.get(key, default)
         if value is None:
             raise SpecError(f"{self.where}: missing key '{key}' (needed for {self.arch})")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SpecError(f"{self.where}: key '{key}' must be a non-negative integer, "
-                            f"got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            what = "a positive" if minimum > 0 else "a non-negative"
+            raise SpecError(f"{self.where}: key '{key}' must be {what} integer, got {value!r}")
         return value
 
     def bool(self, key: str, default: bool) -> bool:
-        value = self.config.get(key, default)
+        value = self.get(key, default)
         if not isinstance(value, bool):
             raise SpecError(f"{self.where}: key '{key}' must be true or false, got {value!r}")
         return value
+
+    def cannot(self, key: str, what: str) -> SpecError:
+        return SpecError(f"{self.where}: cannot model key '{key}' ({what}) of {self.arch}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """How one architecture differs from the generic path.
+
+    defaults: its config class's values for keys a published config may omit; builder: the
+    function that reads its blocks (generic decoder by default); qkv_bias / qk_norm: always
+    present in that family; sliding_pattern: every p-th layer global, the others sliding
+    (Gemma 3, Cohere 2) when the config has no `layer_types`; alternating: even layers
+    sliding (Gemma 2).
+    """
+
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    builder: Callable[[_Keys], dict[str, Any]] | None = None
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    sliding_pattern: int = 0
+    alternating: bool = False
+    required: tuple[str, ...] = ()
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -62,46 +108,75 @@ def architecture_of(config: Config, where: str) -> str:
     archs = config.get("architectures")
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise SpecError(f"{where}: missing key 'architectures' (a list naming the model class)")
-    arch = archs[0]
-    if arch not in _BUILDERS:
-        raise SpecError(f"{where}: unsupported architecture '{arch}'; supported: "
-                        f"{', '.join(sorted(_BUILDERS))}")
-    return arch
+    return archs[0]
+
+
+def is_generic(config: Config, where: str = "config.json") -> bool:
+    """True when the architecture has no entry of its own and imports by the standard fields."""
+    return architecture_of(config, where) not in _FAMILIES
+
+
+def text_config(config: Config) -> Config:
+    """The decoder's keys: `text_config` of a multimodal checkpoint, else the config itself.
+    Keys only at the top level (tie_word_embeddings, quantization_config) are inherited."""
+    inner = config.get("text_config")
+    if not isinstance(inner, dict):
+        return config
+    merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
+    merged.update({k: v for k, v in inner.items() if v is not None})
+    return merged
 
 
 def import_config(config: Config, *, name: str, source: str, where: str = "config.json"
                   ) -> dict[str, Any]:
     """The model spec mapping for a config.json; `source` is recorded for every number."""
     arch = architecture_of(config, where)
-    k = _Keys(config, where, arch)
+    fam = _FAMILIES.get(arch, _Family())
+    k = _Keys(text_config(config), where, arch, fam.defaults)
+    for key, what in _UNMODELLED_KEYS.items():
+        if k.has(key):
+            raise k.cannot(key, what)
+    if any(word in arch.lower() for word in _UNMODELLED_NAMES):
+        raise k.cannot("architectures", "recurrent / state-space layers")
+    for key in fam.required:
+        k.int(key, minimum=1)
     spec: dict[str, Any] = {"name": name, "source": source, "architecture": arch}
-    spec.update(_common(k))
-    spec.update(_BUILDERS[arch](k))
-    if spec["num_attention_heads"] % spec["num_kv_heads"]:
-        raise SpecError(f"{where}: num_attention_heads = {spec['num_attention_heads']} is not "
-                        f"divisible by num_key_value_heads = {spec['num_kv_heads']}")
+    spec.update(_common(k, fam))
+    spec.update((fam.builder or _decoder)(k))
     return spec
 
 
-def _common(k: _Keys) -> dict[str, Any]:
-    heads = k.int("num_attention_heads")
-    hidden = k.int("hidden_size")
-    if heads == 0 or hidden == 0:
-        raise SpecError(f"{k.where}: 'hidden_size' and 'num_attention_heads' must be > 0")
+def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
+    hidden = k.int("hidden_size", minimum=1)
+    heads = k.int("num_attention_heads", minimum=1)
+    kv_heads = k.int("num_key_value_heads", heads, minimum=1)
+    if not k.has("head_dim") and hidden % heads:
+        raise SpecError(f"{k.where}: key 'head_dim' is missing and num_attention_heads = {heads} "
+                        f"does not divide hidden_size = {hidden}")
+    if heads % kv_heads:
+        raise SpecError(f"{k.where}: key 'num_key_value_heads' = {kv_heads} does not divide "
+                        f"num_attention_heads = {heads}")
+    tie_default = bool(fam.defaults.get("tie_word_embeddings", False))
     return {
         "hidden_size": hidden,
-        "num_layers": k.int("num_hidden_layers"),
+        "num_layers": k.int("num_hidden_layers", minimum=1),
         "num_attention_heads": heads,
-        "num_kv_heads": k.int("num_key_value_heads", heads),
-        "head_dim": k.int("head_dim", hidden // heads),
-        "intermediate_size": k.int("intermediate_size"),
-        "vocab_size": k.int("vocab_size"),
-        "tie_word_embeddings": k.bool("tie_word_embeddings", False),
+        "num_kv_heads": kv_heads,
+        "head_dim": k.int("head_dim", hidden // heads, minimum=1),
+        "intermediate_size": k.int("intermediate_size", minimum=1),
+        "vocab_size": k.int("vocab_size", minimum=1),
+        "tie_word_embeddings": k.bool("tie_word_embeddings", tie_default),
         "weight_dtype": _weight_dtype(k.config),
+        **({"qkv_bias": True} if fam.qkv_bias or k.bool("attention_bias", False) else {}),
+        **({"qk_norm": True} if fam.qk_norm or k.bool("use_qk_norm", False)
+           and k.arch not in _WEIGHTLESS_QK_NORM else {}),
+        **_layers(k, fam),
     }
 
 
 def _weight_dtype(config: Config) -> str:
+    """Weights as stored: the quantization method if any, else bf16 (torch_dtype is ignored:
+    OLMo 2 publishes float32 checkpoints that are served in bf16)."""
     quant = config.get("quantization_config")
     if isinstance(quant, dict):
         method = quant.get("quant_method")
@@ -112,122 +187,245 @@ def _weight_dtype(config: Config) -> str:
     return "bf16"
 
 
-def _dense(k: _Keys) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "qkv_bias": k.arch in _QKV_BIAS or k.bool("attention_bias", False),
-        "qk_norm": k.arch in _QK_NORM,
-    }
-    out.update(_sliding(k))
-    return out
-
-
-def _sliding(k: _Keys) -> dict[str, Any]:
-    """Sliding-window layers: only when the config actually enables them."""
-    window = k.config.get("sliding_window")
-    if not window or k.config.get("use_sliding_window") is False:
+def _layers(k: _Keys, fam: _Family) -> dict[str, Any]:
+    """Layer kinds and the window: `layer_types`, else the family's pattern, else Qwen's
+    max_window_layers, else every layer sliding when a window is set. A null or zero window,
+    or use_sliding_window = false, means no sliding layers."""
+    layers = k.int("num_hidden_layers", minimum=1)
+    types = k.get("layer_types")
+    if types is not None and k.arch not in _OWN_LAYER_TYPES:
+        if not isinstance(types, list) or len(types) != layers:
+            raise SpecError(f"{k.where}: key 'layer_types' must list {layers} layer kinds")
+        bad = sorted({t for t in types if t not in _ATTENTION_KINDS}, key=str)
+        if bad:
+            raise k.cannot("layer_types", f"layer kind {bad[0]!r}")
+        if "sliding_attention" not in types:
+            return {}
+        return {"sliding_window": k.int("sliding_window", minimum=1), "layer_types": list(types)}
+    window = k.get("sliding_window")
+    if not window or k.config.get("use_sliding_window") is False or k.arch in _OWN_LAYER_TYPES:
         return {}
-    layers = k.int("num_hidden_layers")
-    first_full = k.int("max_window_layers", layers)
-    types = ["sliding_attention" if i >= first_full else "full_attention" for i in range(layers)] \
-        if "max_window_layers" in k.config else ["sliding_attention"] * layers
-    return {"sliding_window": k.int("sliding_window"), "layer_types": types}
-
-
-def _moe_block(k: _Keys, *, experts_key: str, size_key: str) -> dict[str, Any]:
-    return {
-        "num_experts": k.int(experts_key),
-        "experts_per_token": k.int("num_experts_per_tok"),
-        "expert_intermediate_size": k.int(size_key),
-    }
-
-
-def _mixtral_like(k: _Keys) -> dict[str, Any]:
-    out = _dense(k)
-    if k.arch == "MixtralForCausalLM":
-        out["moe"] = _moe_block(k, experts_key="num_local_experts", size_key="intermediate_size")
+    pattern = k.int("sliding_window_pattern", fam.sliding_pattern)
+    if pattern:
+        kinds = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+                 for i in range(layers)]
+    elif fam.alternating:
+        kinds = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    elif k.has("max_window_layers"):
+        first = k.int("max_window_layers")
+        kinds = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
     else:
-        out["moe"] = _moe_block(k, experts_key="num_experts", size_key="moe_intermediate_size")
-        shared = k.int("shared_expert_intermediate_size", 0)
-        if shared:
-            out["moe"].update(num_shared_experts=1, shared_expert_intermediate_size=shared)
-        if k.config.get("mlp_only_layers"):
-            raise SpecError(f"{k.where}: 'mlp_only_layers' (dense layers between MoE layers) "
-                            "is not supported")
+        kinds = ["sliding_attention"] * layers
+    if "sliding_attention" not in kinds:
+        return {}
+    return {"sliding_window": k.int("sliding_window", minimum=1), "layer_types": kinds}
+
+
+def _decoder(k: _Keys) -> dict[str, Any]:
+    """The generic decoder: dense MLP, or a mixture of experts from the usual keys."""
+    if k.has("kv_lora_rank"):
+        return _deepseek(k)
+    if k.get("mlp_only_layers"):
+        raise k.cannot("mlp_only_layers", "dense layers between MoE layers")
+    for key in ("decoder_sparse_step", "moe_layer_freq"):
+        if k.int(key, 1) != 1:
+            raise k.cannot(key, "MoE on every n-th layer only")
+    experts_key = next((key for key in ("num_local_experts", "num_experts", "n_routed_experts")
+                        if k.int(key, 0) > 0), None)
+    out: dict[str, Any] = {}
+    if experts_key is not None:
+        out["moe"] = _moe_block(k, experts_key)
+    if k.int("num_nextn_predict_layers", 0):
+        out["mtp_layers"] = k.int("num_nextn_predict_layers")
     return out
+
+
+def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
+    size_key = "moe_intermediate_size" if k.has("moe_intermediate_size") else "intermediate_size"
+    moe: dict[str, Any] = {
+        "num_experts": k.int(experts_key, minimum=1),
+        "experts_per_token": k.int("num_experts_per_tok", minimum=1),
+        "expert_intermediate_size": k.int(size_key, minimum=1),
+    }
+    shared = k.int("shared_expert_intermediate_size", 0)
+    n_shared = k.int("n_shared_experts", 0)
+    if shared:
+        moe.update(num_shared_experts=1, shared_expert_intermediate_size=shared)
+    elif n_shared:
+        moe.update(num_shared_experts=n_shared, shared_expert_intermediate_size=k.int(size_key))
+    if k.int("first_k_dense_replace", 0):
+        moe["dense_layers"] = k.int("first_k_dense_replace")
+    return moe
 
 
 def _deepseek(k: _Keys) -> dict[str, Any]:
-    q_lora = k.config.get("q_lora_rank") or 0
+    q_lora = k.get("q_lora_rank") or 0
     return {
         "mla": {
             "q_lora_rank": int(q_lora),
-            "kv_lora_rank": k.int("kv_lora_rank"),
-            "qk_nope_head_dim": k.int("qk_nope_head_dim"),
-            "qk_rope_head_dim": k.int("qk_rope_head_dim"),
-            "v_head_dim": k.int("v_head_dim"),
+            "kv_lora_rank": k.int("kv_lora_rank", minimum=1),
+            "qk_nope_head_dim": k.int("qk_nope_head_dim", minimum=1),
+            "qk_rope_head_dim": k.int("qk_rope_head_dim", minimum=1),
+            "v_head_dim": k.int("v_head_dim", minimum=1),
         },
-        "moe": {
-            **_moe_block(k, experts_key="n_routed_experts", size_key="moe_intermediate_size"),
-            "num_shared_experts": k.int("n_shared_experts", 0),
-            "shared_expert_intermediate_size": k.int("moe_intermediate_size"),
-            "dense_layers": k.int("first_k_dense_replace", 0),
-        },
+        "moe": {**_moe_block(k, "n_routed_experts"),
+                "num_shared_experts": k.int("n_shared_experts", 0),
+                "shared_expert_intermediate_size": k.int("moe_intermediate_size")},
         "mtp_layers": k.int("num_nextn_predict_layers", 0),
     }
 
 
-def _gpt_oss(k: _Keys) -> dict[str, Any]:
-    types = k.config.get("layer_types")
-    if not isinstance(types, list):
-        raise SpecError(f"{k.where}: missing key 'layer_types' (needed for {k.arch})")
-    quant = k.config.get("quantization_config") or {}
-    moe: dict[str, Any] = {
-        **_moe_block(k, experts_key="num_local_experts", size_key="intermediate_size"),
-        "expert_bias": True,
+def _llama4(k: _Keys) -> dict[str, Any]:
+    """Llama 4: MoE on every `interleave_moe_layer_step`-th layer (routed experts plus one
+    always-on shared expert of the same width), dense layers of `intermediate_size_mlp`; every
+    4th layer global without RoPE, the others chunked-local attention, modelled as a sliding
+    window of `attention_chunk_size` (an upper bound on what a chunked layer reads)."""
+    layers = k.int("num_hidden_layers", minimum=1)
+    step = k.int("interleave_moe_layer_step", 1, minimum=1)
+    moe_layers = k.get("moe_layers")
+    n_moe = len(moe_layers) if isinstance(moe_layers, list) else len(range(step - 1, layers, step))
+    expert = k.int("intermediate_size", minimum=1)
+    out: dict[str, Any] = {
+        "intermediate_size": k.int("intermediate_size_mlp", expert, minimum=1),
+        "moe": {"num_experts": k.int("num_local_experts", minimum=1),
+                "experts_per_token": k.int("num_experts_per_tok", minimum=1),
+                "expert_intermediate_size": expert, "num_shared_experts": 1,
+                "shared_expert_intermediate_size": expert, "dense_layers": layers - n_moe},
     }
+    chunk = k.int("attention_chunk_size", 0)
+    if chunk:
+        rope = k.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(layers)]
+        if not isinstance(rope, list) or len(rope) != layers:
+            raise SpecError(f"{k.where}: key 'no_rope_layers' must list {layers} flags")
+        out["sliding_window"] = chunk
+        out["layer_types"] = ["sliding_attention" if r else "full_attention" for r in rope]
+    return out
+
+
+def _gpt_oss(k: _Keys) -> dict[str, Any]:
+    quant = k.get("quantization_config") or {}
+    moe: dict[str, Any] = {**_moe_block(k, "num_local_experts"), "expert_bias": True}
     if isinstance(quant, dict) and quant.get("quant_method") == "mxfp4":
         moe["weight_dtype"] = "mxfp4"
-    return {
-        "qkv_bias": k.bool("attention_bias", False),
-        "attention_output_bias": k.bool("attention_bias", False),
-        "attention_sinks": True,
-        "sliding_window": k.int("sliding_window"),
-        "layer_types": list(types),
-        "moe": moe,
-    }
+    bias = k.bool("attention_bias", False)
+    return {"qkv_bias": bias, "attention_output_bias": bias, "attention_sinks": True, "moe": moe}
 
 
 def _qwen3_next(k: _Keys) -> dict[str, Any]:
     layers = k.int("num_hidden_layers")
-    interval = k.int("full_attention_interval")
-    if interval == 0:
-        raise SpecError(f"{k.where}: 'full_attention_interval' must be > 0")
+    interval = k.int("full_attention_interval", minimum=1)
     types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
              for i in range(layers)]
-    moe = _moe_block(k, experts_key="num_experts", size_key="moe_intermediate_size")
-    shared = k.int("shared_expert_intermediate_size", 0)
-    if shared:
-        moe.update(num_shared_experts=1, shared_expert_intermediate_size=shared)
     return {
-        "qk_norm": True,
         "attention_output_gate": True,
         "layer_types": types,
         "linear_attention": {
-            "num_key_heads": k.int("linear_num_key_heads"),
-            "num_value_heads": k.int("linear_num_value_heads"),
-            "key_head_dim": k.int("linear_key_head_dim"),
-            "value_head_dim": k.int("linear_value_head_dim"),
-            "conv_kernel_size": k.int("linear_conv_kernel_dim"),
+            "num_key_heads": k.int("linear_num_key_heads", minimum=1),
+            "num_value_heads": k.int("linear_num_value_heads", minimum=1),
+            "key_head_dim": k.int("linear_key_head_dim", minimum=1),
+            "value_head_dim": k.int("linear_value_head_dim", minimum=1),
+            "conv_kernel_size": k.int("linear_conv_kernel_dim", minimum=1),
         },
-        "moe": moe,
+        "moe": _moe_block(k, "num_experts"),
     }
 
 
-_BUILDERS: dict[str, Callable[[_Keys], dict[str, Any]]] = {
-    **dict.fromkeys(_DENSE, _dense),
-    **dict.fromkeys(_MOE, _mixtral_like),
-    "DeepseekV2ForCausalLM": _deepseek,
-    "DeepseekV3ForCausalLM": _deepseek,
-    "GptOssForCausalLM": _gpt_oss,
-    "Qwen3NextForCausalLM": _qwen3_next,
+# Gemma 3 text defaults (Gemma3TextConfig): the published 27B file omits vocab_size and more.
+_GEMMA3_TEXT = {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4,
+                "head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True}
+_TIED = {"tie_word_embeddings": True}
+_UNMODELLED_NAMES = ("mamba", "rwkv", "jamba", "zamba", "recurrentgemma", "xlstm")
+_WEIGHTLESS_QK_NORM = {"Llama4ForConditionalGeneration", "Llama4ForCausalLM"}  # an L2 norm
+_OWN_LAYER_TYPES = {"Qwen3NextForCausalLM", "Llama4ForConditionalGeneration",
+                    "Llama4ForCausalLM"}
+
+_FAMILIES: dict[str, _Family] = {
+    "Qwen2ForCausalLM": _Family(qkv_bias=True),
+    "Qwen2MoeForCausalLM": _Family(qkv_bias=True, required=("num_experts",)),
+    "Qwen3ForCausalLM": _Family(qk_norm=True),
+    "Qwen3MoeForCausalLM": _Family(qk_norm=True, required=("num_experts",)),
+    "MixtralForCausalLM": _Family(required=("num_local_experts",)),
+    "Qwen3NextForCausalLM": _Family(builder=_qwen3_next, qk_norm=True),
+    "GemmaForCausalLM": _Family(defaults=_TIED),
+    "Gemma2ForCausalLM": _Family(defaults={**_TIED, "head_dim": 256}, alternating=True),
+    "Gemma3ForCausalLM": _Family(defaults=_GEMMA3_TEXT, qk_norm=True, sliding_pattern=6),
+    "Gemma3ForConditionalGeneration": _Family(defaults=_GEMMA3_TEXT, qk_norm=True,
+                                              sliding_pattern=6),
+    "CohereForCausalLM": _Family(defaults=_TIED),
+    "Cohere2ForCausalLM": _Family(defaults=_TIED, sliding_pattern=4),
+    "Olmo2ForCausalLM": _Family(qk_norm=True),  # norms span the projection; counted per head
+    "GlmForCausalLM": _Family(qkv_bias=True),
+    "Glm4ForCausalLM": _Family(qkv_bias=True),
+    "Glm4MoeForCausalLM": _Family(),
+    "Llama4ForConditionalGeneration": _Family(builder=_llama4),
+    "Llama4ForCausalLM": _Family(builder=_llama4),
+    "DeepseekV2ForCausalLM": _Family(builder=_deepseek),
+    "DeepseekV3ForCausalLM": _Family(builder=_deepseek),
+    "GptOssForCausalLM": _Family(builder=_gpt_oss),
 }
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class LocatedConfig:
+    """Where a config.json was found: its local path, the name it suggests, its source URL."""
+
+    path: Path
+    name: str
+    source: str
+
+
+def locate_config(where: str, *, cache_dir: Path | None = None) -> LocatedConfig:
+    """A config.json path as given, or a Hugging Face repo id fetched through huggingface_hub's
+    cache (offline from the cache when HF_HUB_OFFLINE=1). One line on any failure."""
+    path = Path(where)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.exists() or not _REPO_ID.match(where):
+        if not path.exists():
+            raise SpecError(f"{where}: cannot read (no such file, and not a Hub repo id "
+                            "such as Org/Name)")
+        folder = path.resolve().parent.name
+        name = folder if path.name == "config.json" and folder else path.stem
+        return LocatedConfig(path, name, f"config.json at {path}")
+    return _download(where, cache_dir)
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _download(repo_id: str, cache_dir: Path | None) -> LocatedConfig:
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import (
+            EntryNotFoundError,
+            HfHubHTTPError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+        )
+    except ImportError:
+        raise SpecError(f"{repo_id}: reading a Hub repo id needs huggingface_hub "
+                        "(pip install huggingface_hub), or pass a config.json path") from None
+    offline = _offline()
+    try:
+        local = hf_hub_download(repo_id, "config.json", cache_dir=cache_dir,
+                                local_files_only=offline)
+    except RepositoryNotFoundError:
+        raise SpecError(f"{repo_id}: repository not found on the Hugging Face Hub "
+                        "(or gated: log in with `hf auth login`)") from None
+    except LocalEntryNotFoundError:
+        why = "offline (HF_HUB_OFFLINE=1)" if offline else "the Hub is unreachable"
+        raise SpecError(f"{repo_id}: config.json is not in the Hugging Face cache and "
+                        f"{why}") from None
+    except EntryNotFoundError:
+        raise SpecError(f"{repo_id}: the repository has no config.json") from None
+    except (HfHubHTTPError, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise SpecError(f"{repo_id}: cannot download config.json ({first})") from None
+    path = Path(local)
+    revision = path.parent.name
+    return LocatedConfig(path, repo_id.split("/", 1)[1],
+                         f"https://huggingface.co/{repo_id}/blob/{revision}/config.json")

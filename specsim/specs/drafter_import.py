@@ -1,0 +1,133 @@
+"""Turn a published drafter's config.json into a specsim drafter spec (a plain mapping for YAML).
+
+Recognised checkpoints, by their config:
+
+- EAGLE-3 (`LlamaForCausalLMEagle3`, or any config with `draft_vocab_size`): its own decoder
+  layer(s), an fc fusing three target layers, its own LM head over the draft vocabulary.
+- DFlash (`DFlashDraftModel`): a few layers drafting a block of `block_size` positions in one
+  pass from the hidden states of `target_layer_ids`, sharing the target's LM head.
+- MTP (a config with `num_nextn_predict_layers` or `mtp_num_hidden_layers`, e.g. DeepSeek-V3):
+  target-shaped layers fusing [hidden; embedding], one draft token per module.
+- EAGLE-1 (a one-layer `LlamaForCausalLM`; say `family="eagle"`, the config cannot tell).
+
+The drafter reads the target's hidden states and proposes tokens of its vocabulary, so the
+hidden size and the vocabulary must match the target's; a mismatch is one line naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from specsim.errors import SpecError
+from specsim.specs.models import Model
+
+Config = Mapping[str, Any]
+FAMILIES = ("eagle", "eagle3", "dflash", "mtp")
+_MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+
+
+def drafter_family(config: Config, where: str) -> str:
+    """The family a drafter config belongs to, or one line saying why it cannot tell."""
+    archs = config.get("architectures") or []
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+    low = arch.lower()
+    if "dflash" in low:
+        return "dflash"
+    if "eagle3" in low or config.get("draft_vocab_size"):
+        return "eagle3"
+    if "eagle" in low:
+        return "eagle"
+    if any(config.get(key) for key in _MTP_KEYS):
+        return "mtp"
+    raise SpecError(f"{where}: cannot tell the drafter family from 'architectures' = "
+                    f"{arch or 'none'}; pass --family ({', '.join(FAMILIES)})")
+
+
+def _int(config: Config, key: str, where: str, default: int | None = None) -> int:
+    value = config.get(key, default)
+    if value is None:
+        raise SpecError(f"{where}: missing key '{key}'")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(f"{where}: key '{key}' must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_target(config: Config, target: Model, target_name: str, where: str) -> None:
+    """Hidden size the drafter reads and the vocabulary it proposes must be the target's."""
+    hidden_key = "target_hidden_size" if config.get("target_hidden_size") else "hidden_size"
+    checks = ((hidden_key, target.hidden_size, "hidden_size"),
+              ("vocab_size", target.vocab_size, "vocab_size"))
+    for key, expected, field in checks:
+        got = _int(config, key, where)
+        if got != expected:
+            raise SpecError(f"{where}: key '{key}' = {got} does not match target "
+                            f"{target_name} {field} = {expected}")
+
+
+def _layers(config: Config, where: str, hidden: int) -> dict[str, Any]:
+    heads = _int(config, "num_attention_heads", where)
+    if not config.get("head_dim") and hidden % heads:
+        raise SpecError(f"{where}: key 'head_dim' is missing and num_attention_heads = {heads} "
+                        f"does not divide hidden_size = {hidden}")
+    kv = _int(config, "num_key_value_heads", where, heads)
+    if heads % kv:
+        raise SpecError(f"{where}: key 'num_key_value_heads' = {kv} does not divide "
+                        f"num_attention_heads = {heads}")
+    return {
+        "layers": _int(config, "num_hidden_layers", where),
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": kv,
+        "head_dim": _int(config, "head_dim", where, hidden // heads),
+        "intermediate_size": _int(config, "intermediate_size", where),
+    }
+
+
+def import_drafter(config: Config, *, target: Model, target_name: str, name: str, source: str,
+                   where: str = "config.json", family: str | None = None) -> dict[str, Any]:
+    """The drafter spec mapping; `target_name` is recorded as its target (slug or path)."""
+    fam = family or drafter_family(config, where)
+    if fam not in FAMILIES:
+        raise SpecError(f"{where}: drafter family '{fam}' is not importable; "
+                        f"known: {', '.join(FAMILIES)}")
+    spec: dict[str, Any] = {"name": name, "family": fam, "target": target_name, "source": source}
+    if fam == "mtp":
+        return {**spec, **_mtp(config, target, target_name, where)}
+    _check_target(config, target, target_name, where)
+    hidden = _int(config, "hidden_size", where)
+    spec.update(_layers(config, where, hidden))
+    if fam == "eagle3":
+        spec.update(vocab_size=_int(config, "draft_vocab_size", where, target.vocab_size),
+                    own_lm_head=True, fused_target_layers=3)
+    elif fam == "eagle":
+        spec.update(vocab_size=target.vocab_size, own_lm_head=False, fused_target_layers=2)
+    else:
+        spec.update(_dflash(config, target, where))
+    return spec
+
+
+def _dflash(config: Config, target: Model, where: str) -> dict[str, Any]:
+    inner = config.get("dflash_config")
+    sub: Config = inner if isinstance(inner, Mapping) else {}
+    ids = sub.get("target_layer_ids", config.get("target_layer_ids"))
+    if not isinstance(ids, list) or not ids:
+        raise SpecError(f"{where}: missing key 'target_layer_ids' (the target layers it reads)")
+    bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < target.num_layers]
+    if bad:
+        raise SpecError(f"{where}: key 'target_layer_ids' has {bad[0]!r}, outside the target's "
+                        f"{target.num_layers} layers")
+    block = _int(sub, "block_size", where, config.get("block_size"))
+    if block < 2:
+        raise SpecError(f"{where}: key 'block_size' must be >= 2, got {block}")
+    return {"vocab_size": target.vocab_size, "own_lm_head": False,
+            "fused_target_layers": len(ids), "block_size": block}
+
+
+def _mtp(config: Config, target: Model, target_name: str, where: str) -> dict[str, Any]:
+    key = next((k for k in _MTP_KEYS if config.get(k)), None)
+    if key is None:
+        raise SpecError(f"{where}: missing key 'num_nextn_predict_layers' (MTP modules)")
+    _check_target(config, target, target_name, where)
+    modules = _int(config, key, where)
+    return {"layers": modules, "fused_target_layers": 2, "max_draft_tokens": modules}

@@ -1,0 +1,151 @@
+"""`models import` across decoder families: published configs (tests/fixtures/hf_configs) come
+out at their published parameter counts, family quirks (tied embeddings, head_dim, sliding
+patterns, interleaved MoE) are read, and contradictory or unmodellable configs fail on the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from specsim.errors import SpecError
+from specsim.specs.hf_import import import_config
+from specsim.specs.io import read_spec_file, write_yaml
+from specsim.specs.models import Model, model_from_file
+from specsim.specs.params import active_params, total_params
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"
+PUBLISHED: dict[str, dict[str, Any]] = yaml.safe_load((FIXTURES / "published.yaml").read_text())
+
+
+def _config(slug: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / f"{slug}.json").read_text())
+    return data
+
+
+def _model(config: dict[str, Any], tmp_path: Path, name: str = "m") -> Model:
+    path = tmp_path / f"{name}.yaml"
+    write_yaml(path, import_config(config, name=name, source="test"), force=True)
+    return model_from_file(read_spec_file(path), slug=name)
+
+
+@pytest.mark.parametrize("slug", sorted(PUBLISHED))
+def test_published_parameter_counts(slug: str, tmp_path: Path) -> None:
+    row = PUBLISHED[slug]
+    model = _model(_config(slug), tmp_path)
+    assert total_params(model) == pytest.approx(float(row["params"]), rel=row["rel"])
+    if "active" in row:
+        active = float(row["active"])
+        assert active_params(model) == pytest.approx(active, rel=max(row["rel"], 0.05))
+
+
+def test_every_fixture_names_its_source() -> None:
+    for path in FIXTURES.glob("*.json"):
+        assert json.loads(path.read_text())["_source"].startswith("https://"), path.name
+
+
+def test_gemma_quirks(tmp_path: Path) -> None:
+    """Gemma 2: tied by default, head_dim 256 != 3584 / 16, even layers sliding (layer 0 local).
+    Gemma 3: numbers under text_config, vocab 262208 by default, 5 local : 1 global."""
+    g2 = _model(_config("gemma-2-9b"), tmp_path, "g2")
+    assert g2.tie_word_embeddings and g2.head_dim == 256
+    assert g2.layer_types[:2] == ("sliding_attention", "full_attention")
+    assert g2.layer_counts["sliding_attention"] == 21 and g2.sliding_window == 4096
+    g3 = _model(_config("gemma-3-27b-it"), tmp_path, "g3")
+    assert (g3.hidden_size, g3.vocab_size, g3.num_layers) == (5376, 262208, 62)
+    assert g3.qk_norm and g3.tie_word_embeddings and g3.sliding_window == 1024
+    assert g3.layer_types[5] == "full_attention" and g3.layer_counts["full_attention"] == 10
+
+
+def test_cohere2_and_phi3_windows(tmp_path: Path) -> None:
+    """Command R7B: every 4th of 32 layers global (8), the rest sliding 4096; tied.
+    Phi-3-mini: a window with no pattern applies to every layer; Phi-4: null window = none."""
+    cohere = _model(_config("c4ai-command-r7b-12-2024"), tmp_path, "c")
+    assert cohere.layer_counts == {"sliding_attention": 24, "full_attention": 8}
+    assert cohere.tie_word_embeddings
+    phi3 = _model(_config("phi-3-mini-4k-instruct"), tmp_path, "p3")
+    assert phi3.layer_counts["sliding_attention"] == 32 and phi3.sliding_window == 2047
+    phi4 = _model(_config("phi-4"), tmp_path, "p4")
+    assert phi4.layer_counts["full_attention"] == 40
+
+
+def test_llama4_interleaved_moe(tmp_path: Path) -> None:
+    """Maverick: MoE every 2nd of 48 layers (24), dense ones 16384 wide, one shared expert;
+    3 of 4 layers chunked-local (window 8192), every 4th global."""
+    mav = _model(_config("llama-4-maverick-17b-128e-instruct"), tmp_path, "mav")
+    assert mav.moe is not None and mav.num_moe_layers == 24 and mav.intermediate_size == 16384
+    assert mav.moe.num_shared_experts == 1 and mav.moe.expert_intermediate_size == 8192
+    assert mav.layer_counts == {"sliding_attention": 36, "full_attention": 12}
+    scout = _model(_config("llama-4-scout-17b-16e-instruct"), tmp_path, "scout")
+    assert scout.num_moe_layers == 48 and not scout.qk_norm  # Llama 4's QK norm has no weights
+
+
+def test_glm_and_kimi(tmp_path: Path) -> None:
+    air = _model(_config("glm-4.5-air"), tmp_path, "air")
+    assert air.qkv_bias and air.moe is not None and air.moe.dense_layers == 1
+    assert air.mtp_layers == 1 and air.moe.num_shared_experts == 1
+    kimi = _model(_config("kimi-k2-instruct"), tmp_path, "kimi")
+    assert kimi.mla is not None and kimi.moe is not None and kimi.moe.num_experts == 384
+    assert kimi.weight_dtype == "fp8" and kimi.mtp_layers == 0
+
+
+def test_olmo2_float32_config_is_served_in_bf16(tmp_path: Path) -> None:
+    assert _model(_config("olmo-2-1124-7b"), tmp_path).weight_dtype == "bf16"
+
+
+# Synthetic configs below (not facts about a checkpoint): they exercise the generic path.
+SMALL = {"architectures": ["SomeNewForCausalLM"], "hidden_size": 512, "num_hidden_layers": 4,
+         "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 1024,
+         "vocab_size": 1000, "tie_word_embeddings": False}
+
+
+def test_generic_path_for_an_unknown_architecture(tmp_path: Path) -> None:
+    """Hand count: embed + head 2 * 1000 * 512; per layer q/o 2 * 512^2, k/v 2 * 512 * 128,
+    MLP 3 * 512 * 1024, norms 2 * 512; final norm 512."""
+    model = _model(SMALL, tmp_path)
+    per_layer = 2 * 512 * 512 + 2 * 512 * 128 + 3 * 512 * 1024 + 2 * 512
+    assert total_params(model) == 2 * 1000 * 512 + 4 * per_layer + 512
+    assert model.head_dim == 64
+
+
+def test_multimodal_text_config_is_read(tmp_path: Path) -> None:
+    """A Mistral 3 style checkpoint: the decoder lives under text_config; vision is skipped."""
+    config = {"architectures": ["Mistral3ForConditionalGeneration"],
+              "text_config": {**SMALL, "architectures": None, "head_dim": 32},
+              "vision_config": {"hidden_size": 99999, "num_hidden_layers": 99}}
+    model = _model(config, tmp_path)
+    assert (model.hidden_size, model.head_dim, model.architecture) == (
+        512, 32, "Mistral3ForConditionalGeneration")
+
+
+def test_generic_moe(tmp_path: Path) -> None:
+    model = _model({**SMALL, "num_local_experts": 8, "num_experts_per_tok": 2}, tmp_path)
+    assert model.moe is not None and model.moe.num_experts == 8
+    assert model.moe.expert_intermediate_size == 1024
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"num_attention_heads": 7}, r"key 'head_dim' is missing and num_attention_heads = 7 "
+                                 r"does not divide hidden_size = 512"),
+    ({"num_key_value_heads": 0}, r"key 'num_key_value_heads' must be a positive integer"),
+    ({"num_attention_heads": 0}, r"key 'num_attention_heads' must be a positive integer"),
+    ({"intermediate_size": -4}, r"key 'intermediate_size' must be a positive integer"),
+    ({"hidden_size": -512}, r"key 'hidden_size' must be a positive integer"),
+    ({"num_key_value_heads": 3}, r"key 'num_key_value_heads' = 3 does not divide"),
+    ({"layer_types": ["full_attention", "mamba", "full_attention", "full_attention"]},
+     r"cannot model key 'layer_types' \(layer kind 'mamba'\)"),
+    ({"mlp_only_layers": [0]}, r"cannot model key 'mlp_only_layers'"),
+    ({"ssm_cfg": {}}, r"cannot model key 'ssm_cfg'"),
+])
+def test_contradictory_or_unmodellable_configs(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        import_config({**SMALL, **change}, name="x", source="s", where="cfg.json")
+
+
+def test_head_dim_given_resolves_indivisible_heads(tmp_path: Path) -> None:
+    model = _model({**SMALL, "num_attention_heads": 6, "num_key_value_heads": 2,
+                    "head_dim": 96}, tmp_path)
+    assert model.q_heads_dim == 576
