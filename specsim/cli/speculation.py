@@ -1,7 +1,5 @@
 """CLI commands of the speculation engine: drafters, speedup, recommend, acceptance fit."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 
