@@ -1,14 +1,12 @@
-"""Benchmark: T(n) for n = 1..65,536 on every built-in model x GPU, and the CLI's cold start.
+"""Benchmark: T(n) for n = 1..65,536 on every built-in model x GPU (start-up: startup.py).
 
-Targets: each model x GPU sweep under 50 ms; `specsim --help` under 0.3 s.
+Target: each model x GPU sweep under 50 ms.
 Prints medians over repeats (shared machines are noisy; the median is the figure to quote).
 """
 
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -45,14 +43,6 @@ def main() -> None:
     print(f"  median per model x GPU: {statistics.median(per_pair) * 1e3:.1f} ms")
     print(f"  slowest: {worst[0]} on {worst[1]}: {worst[2] * 1e3:.1f} ms (target < 50 ms)")
     print(f"  all {len(rows)} sweeps: {sum(per_pair):.2f} s")
-    cold = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "specsim", "--help"], check=True,
-                       capture_output=True)
-        cold.append(time.perf_counter() - start)
-    print(f"`specsim --help` cold start: median {statistics.median(cold):.3f} s "
-          f"(target < 0.3 s; includes the interpreter's own start)")
 
 
 if __name__ == "__main__":

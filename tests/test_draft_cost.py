@@ -89,3 +89,22 @@ def test_published_acceptance_becomes_alpha() -> None:
     (1 - alpha^16) / (1 - alpha) = 4.28."""
     alpha = load_drafter("dflash-qwen3-8b").acceptance.position_alphas[0]  # type: ignore[union-attr]
     assert (1 - alpha**16) / (1 - alpha) == pytest.approx(4.28, rel=1e-9)
+
+
+@pytest.mark.parametrize("slug", ["eagle3-llama-3.1-8b", "qwen3-0.6b-for-qwen3-8b",
+                                  "dflash-qwen3-8b", "p-eagle-gpt-oss-120b"])
+def test_a_setting_costs_the_same_alone_and_inside_a_large_sweep(slug: str) -> None:
+    """A pure function: the time of one setting does not depend on the other settings asked
+    for in the same call (here 3,000 settings over two batch sizes at one context). The setting
+    has a fractional first pass (5.25 accepted tokens absorbed) near the knee at batch 64."""
+    d = load_drafter(slug)
+    setting = {"batch": 64, "depth": 22, "nodes": 110, "accepted": 5.25, "context": 2048}
+    alone = draft_time_s(d, H100, round_shape(**setting))
+    index = np.arange(3000)
+    sweep = {"batch": np.where(index % 2, 8, 64), "depth": 1 + index % 30,
+             "nodes": (1 + index % 30) * (1 + index // 30), "accepted": 1.0 + (index % 97) / 8,
+             "context": 2048}
+    for key in ("batch", "depth", "nodes", "accepted"):
+        sweep[key][1234] = setting[key]
+    swept = draft_time_s(d, H100, round_shape(**sweep))
+    assert swept[1234] == alone[0]

@@ -71,3 +71,17 @@ def test_throughput_objective_never_loses_throughput() -> None:
     by_tput = recommend(setup, constant_profile(0.7), [64], max_nodes=32,
                         objective="throughput")
     assert by_tput.best[0].throughput >= by_speed.best[0].throughput - 1e-9
+
+
+def test_sglang_flags_name_the_algorithm_where_sglang_has_one() -> None:
+    best = [_choice(1, 5, 5, 1), _choice(256, 0, 0, 0)]
+    rec = Recommendation(best=best, best_chain=best, objective="speedup")
+    triple = "--speculative-num-steps 5 --speculative-eagle-topk 1 " \
+        "--speculative-num-draft-tokens 6"
+    assert rec.sglang_flags(load_drafter("dflash-qwen3-8b")) == [
+        "--speculative-algorithm DFLASH " + triple, "(no speculation)"]
+    assert rec.sglang_flags(load_drafter("eagle3-llama-3.1-8b"))[0] == \
+        "--speculative-algorithm EAGLE3 " + triple
+    # no SGLang algorithm for Medusa, nor without a drafter: the tree shape alone
+    assert rec.sglang_flags(load_drafter("medusa-vicuna-7b")) == [triple, "(no speculation)"]
+    assert rec.sglang_flags(None) == [triple, "(no speculation)"]

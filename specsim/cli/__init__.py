@@ -2,9 +2,10 @@
 
 Each command family lives in its own module and registers itself on the shared typer app
 (`common.app`) when imported; `main` turns bad input into one line and exit code 2.
-"""
 
-from __future__ import annotations
+The CLI modules leave out `from __future__ import annotations` on purpose: typer builds every
+command at each start, and string annotations would make it compile and eval each one again.
+"""
 
 import sys
 

@@ -4,8 +4,6 @@ Heavy libraries (numpy, pandas, matplotlib) are imported inside the commands, so
 `specsim --help` starts fast.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

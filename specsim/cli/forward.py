@@ -1,7 +1,5 @@
 """`specsim roofline` and `specsim memory`: the time of one forward pass, and what fits."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """CLI commands that meet real hardware: profile (time kernels here) and calibrate (fit)."""
 
-from __future__ import annotations
-
 import shlex
 import sys
 import time

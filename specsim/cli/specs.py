@@ -1,7 +1,5 @@
 """`specsim hardware` and `specsim models`: the built-in specs, every number with its source."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

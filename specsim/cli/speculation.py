@@ -1,7 +1,5 @@
 """CLI commands of the speculation engine: drafters, speedup, recommend, acceptance fit."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -151,22 +149,18 @@ def recommend(
 ) -> None:
     """The best chain or tree per batch size, with ready-to-paste vLLM and SGLang flags."""
     from specsim.present.render import context_text
-    from specsim.speculation.recommend import SGLANG_ALGORITHMS, vllm_flag
     from specsim.speculation.recommend import recommend as best_settings
+    from specsim.speculation.recommend import sglang_algorithm, vllm_flag
 
     setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
                             (weight_dtype, kv_dtype, compute_dtype))
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
                         shape=shape, objective=objective)
-    algorithm = SGLANG_ALGORITHMS.get(setup.drafter.family) if setup.drafter else None
     rows = [{"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
              "tau": c.tau, "speedup": c.speedup,
              "tokens_per_s_per_user": c.tokens_per_s_per_user, "throughput": c.throughput,
-             "fits": c.fits,
-             "engine_flags": (f"--speculative-algorithm {algorithm} {c.sglang_flags}"
-                              if algorithm and c.nodes else c.sglang_flags if c.nodes
-                              else "(no speculation)")}
-            for c in rec.best]
+             "fits": c.fits, "engine_flags": flags}
+            for c, flags in zip(rec.best, rec.sglang_flags(setup.drafter), strict=True)]
     vllm = rec.vllm_config(setup.drafter)
     if as_json:
         echo(to_json({"rows": rows, "vllm_speculative_config": vllm,
@@ -174,7 +168,7 @@ def recommend(
         return
     echo(to_table(rows))
     echo(f"\nvLLM (chains only): {vllm_flag(vllm)}")
-    if algorithm is None:
+    if sglang_algorithm(setup.drafter) is None:
         echo("SGLang has no speculative algorithm for this drafter family; "
              "the flags above give the tree shape.")
     echo(f"acceptance: {profile.source}")

@@ -1,2 +1,1 @@
-"""Measured data: the profiling harness, profile CSVs, Vidur tables, engine counters,
-calibration."""
+"""Measured data: profiling harness, profile CSVs, Vidur tables, engine counters, calibration."""

@@ -16,32 +16,33 @@ hidden size and the vocabulary must match the target's; a mismatch is one line n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from specsim.errors import SpecError
+from specsim.specs.drafters import FAMILIES
 from specsim.specs.models import Model
 
 Config = Mapping[str, Any]
-FAMILIES = ("eagle", "eagle3", "dflash", "mtp")
-_MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+
+
+def importable_families() -> tuple[str, ...]:
+    """Families whose published configs `import_drafter` reads (the family table says)."""
+    return tuple(name for name, fam in FAMILIES.items() if fam.config_reader != "none")
 
 
 def drafter_family(config: Config, where: str) -> str:
-    """The family a drafter config belongs to, or one line saying why it cannot tell."""
+    """The family a drafter config belongs to (the longest matching hint of the family table),
+    or one line saying why it cannot tell."""
     archs = config.get("architectures") or []
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
     low = arch.lower()
-    if "dflash" in low:
-        return "dflash"
-    if "eagle3" in low or config.get("draft_vocab_size"):
-        return "eagle3"
-    if "eagle" in low:
-        return "eagle"
-    if any(config.get(key) for key in _MTP_KEYS):
-        return "mtp"
+    matches = [(len(hint), name) for name in importable_families()
+               for hint in FAMILIES[name].config_hints if hint in low or config.get(hint)]
+    if matches:
+        return max(matches)[1]
     raise SpecError(f"{where}: cannot tell the drafter family from 'architectures' = "
-                    f"{arch or 'none'}; pass --family ({', '.join(FAMILIES)})")
+                    f"{arch or 'none'}; pass --family ({', '.join(importable_families())})")
 
 
 def _int(config: Config, key: str, where: str, default: int | None = None) -> int:
@@ -88,26 +89,33 @@ def import_drafter(config: Config, *, target: Model, target_name: str, name: str
                    where: str = "config.json", family: str | None = None) -> dict[str, Any]:
     """The drafter spec mapping; `target_name` is recorded as its target (slug or path)."""
     fam = family or drafter_family(config, where)
-    if fam not in FAMILIES:
+    if fam not in importable_families():
         raise SpecError(f"{where}: drafter family '{fam}' is not importable; "
-                        f"known: {', '.join(FAMILIES)}")
+                        f"known: {', '.join(importable_families())}")
     spec: dict[str, Any] = {"name": name, "family": fam, "target": target_name, "source": source}
-    if fam == "mtp":
-        return {**spec, **_mtp(config, target, target_name, where)}
+    reader = FAMILIES[fam].config_reader
+    if reader == "target_modules":
+        hints = FAMILIES[fam].config_hints
+        return {**spec, **_target_modules(config, target, target_name, where, hints)}
     _check_target(config, target, target_name, where)
     hidden = _int(config, "hidden_size", where)
     spec.update(_layers(config, where, hidden))
-    if fam == "eagle3":
-        spec.update(vocab_size=_int(config, "draft_vocab_size", where, target.vocab_size),
-                    own_lm_head=True, fused_target_layers=3)
-    elif fam == "eagle":
-        spec.update(vocab_size=target.vocab_size, own_lm_head=False, fused_target_layers=2)
-    else:
-        spec.update(_dflash(config, target, where))
+    spec.update(_READERS[reader](config, target, where))
     return spec
 
 
-def _dflash(config: Config, target: Model, where: str) -> dict[str, Any]:
+def _llama_layer(config: Config, target: Model, where: str) -> dict[str, Any]:
+    """EAGLE-1: the target's LM head, an fc fusing [hidden; embedding]."""
+    return {"vocab_size": target.vocab_size, "own_lm_head": False, "fused_target_layers": 2}
+
+
+def _llama_layer_draft_vocab(config: Config, target: Model, where: str) -> dict[str, Any]:
+    """EAGLE-3: its own LM head over the draft vocabulary, an fc fusing three target layers."""
+    return {"vocab_size": _int(config, "draft_vocab_size", where, target.vocab_size),
+            "own_lm_head": True, "fused_target_layers": 3}
+
+
+def _block(config: Config, target: Model, where: str) -> dict[str, Any]:
     inner = config.get("dflash_config")
     sub: Config = inner if isinstance(inner, Mapping) else {}
     ids = sub.get("target_layer_ids", config.get("target_layer_ids"))
@@ -124,10 +132,20 @@ def _dflash(config: Config, target: Model, where: str) -> dict[str, Any]:
             "fused_target_layers": len(ids), "block_size": block}
 
 
-def _mtp(config: Config, target: Model, target_name: str, where: str) -> dict[str, Any]:
-    key = next((k for k in _MTP_KEYS if config.get(k)), None)
+def _target_modules(config: Config, target: Model, target_name: str, where: str,
+                    module_keys: tuple[str, ...]) -> dict[str, Any]:
+    """MTP: target-shaped modules fusing [hidden; embedding], one draft token each;
+    `module_keys` are the config keys that may count the modules."""
+    key = next((k for k in module_keys if config.get(k)), None)
     if key is None:
         raise SpecError(f"{where}: missing key 'num_nextn_predict_layers' (MTP modules)")
     _check_target(config, target, target_name, where)
     modules = _int(config, key, where)
     return {"layers": modules, "fused_target_layers": 2, "max_draft_tokens": modules}
+
+
+_READERS: dict[str, Callable[[Config, Model, str], dict[str, Any]]] = {
+    "llama_layer": _llama_layer,
+    "llama_layer_draft_vocab": _llama_layer_draft_vocab,
+    "block": _block,
+}

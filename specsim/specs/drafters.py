@@ -9,6 +9,7 @@ sequential passes a round takes and what cache it keeps (DESIGN.md section 4).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from specsim.errors import SpecError
 from specsim.forward.memory import (
@@ -25,35 +26,98 @@ from specsim.specs.params import weight_bytes as model_weight_bytes
 from specsim.specs.workloads import acceptance_profile
 from specsim.speculation.acceptance import AcceptanceProfile
 
+Cache = Literal["own_layers", "model", "none"]
+RoundCost = Literal["autoregressive", "parallel", "target_heads"]
+BlockRule = Literal["none", "trained", "depth"]
+DraftLimitRule = Literal["none", "block", "heads"]
+# How a published checkpoint's config.json becomes a drafter spec (`specs.drafter_import`).
+ConfigReader = Literal["none", "llama_layer", "llama_layer_draft_vocab", "block", "target_modules"]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Family:
-    """How a family of drafters spends a round.
+    """Everything specsim knows about a family of drafters; the only place a family is named.
 
     parallel: all draft positions come from one backbone pass (else one pass per token or tree
-    level); cache: "own_layers" (K/V of its own layers for the whole context), "model" (a
-    separate small LLM's full cache), "none" (nothing that grows with the context);
-    rides_on_target: the drafter runs on the target's last hidden state inside the target pass.
+    level). cache: what it keeps per request, "own_layers" (K/V of its own layers for the whole
+    context), "model" (a separate small LLM's full cache) or "none" (nothing that grows with the
+    context). round_cost: the rule that times one round in `speculation.draft_cost`.
+    block: positions per request one parallel pass covers, "trained" (the fixed trained block),
+    "depth" (min(depth + 1, block), P-EAGLE) or "none" (no block). draft_limit: most draft
+    tokens per round, "block" (block - 1), "heads" (Medusa's number of heads) or "none".
+    target_shaped_layers: its layers have the target's own layout (MTP).
+    config_reader: how `drafters import` reads a published checkpoint's config.json ("none":
+    not importable); config_hints: lower-case substrings of its `architectures` entry, or
+    config keys, that identify the family (the longest matching hint wins).
+    vllm_method / sglang_algorithm: the engine's `--speculative-config` method and
+    `--speculative-algorithm`, None where the engine has none; vllm_parallel_drafting: vLLM
+    needs `"parallel_drafting": true` to run it.
     """
 
     parallel: bool
-    cache: str
-    rides_on_target: bool = False
-    target_shaped_layers: bool = False  # layers have the target's own layout (MTP)
+    cache: Cache
+    round_cost: RoundCost
+    block: BlockRule
+    draft_limit: DraftLimitRule
+    vllm_method: str | None
+    sglang_algorithm: str | None
+    target_shaped_layers: bool = False
+    vllm_parallel_drafting: bool = False
+    config_reader: ConfigReader = "none"
+    config_hints: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        rules = ((self.cache, Cache), (self.round_cost, RoundCost), (self.block, BlockRule),
+                 (self.draft_limit, DraftLimitRule), (self.config_reader, ConfigReader))
+        for value, rule in rules:
+            if value not in get_args(rule):
+                raise SpecError(f"drafter family: {value!r} is not one of {get_args(rule)}")
+        if (self.block != "none") != (self.round_cost == "parallel"):
+            raise SpecError("drafter family: a block rule belongs to a parallel round cost")
 
 
+# One row per family; engine names as in vLLM's `--speculative-config` method and SGLang's
+# `--speculative-algorithm` (DESIGN.md section 4 for the rest). Adding a family is one row.
 FAMILIES: dict[str, Family] = {
-    "small_llm": Family(parallel=False, cache="model"),
-    "eagle": Family(parallel=False, cache="own_layers"),
-    "eagle3": Family(parallel=False, cache="own_layers"),
-    "mtp": Family(parallel=False, cache="own_layers", target_shaped_layers=True),
-    "medusa": Family(parallel=True, cache="none", rides_on_target=True),
-    "p_eagle": Family(parallel=True, cache="own_layers"),
-    "pard": Family(parallel=True, cache="model"),
-    "dflash": Family(parallel=True, cache="own_layers"),
-    "dspark": Family(parallel=True, cache="own_layers"),
-    "dedit": Family(parallel=True, cache="own_layers"),
-    "hspec": Family(parallel=True, cache="none"),
+    "small_llm": Family(parallel=False, cache="model", round_cost="autoregressive",
+                        block="none", draft_limit="none",
+                        vllm_method="draft_model", sglang_algorithm="STANDALONE"),
+    "eagle": Family(parallel=False, cache="own_layers", round_cost="autoregressive",
+                    block="none", draft_limit="none",
+                    vllm_method="eagle", sglang_algorithm="EAGLE",
+                    config_reader="llama_layer", config_hints=("eagle",)),
+    "eagle3": Family(parallel=False, cache="own_layers", round_cost="autoregressive",
+                     block="none", draft_limit="none",
+                     vllm_method="eagle3", sglang_algorithm="EAGLE3",
+                     config_reader="llama_layer_draft_vocab",
+                     config_hints=("eagle3", "draft_vocab_size")),
+    "mtp": Family(parallel=False, cache="own_layers", round_cost="autoregressive",
+                  block="none", draft_limit="none", target_shaped_layers=True,
+                  vllm_method="mtp", sglang_algorithm="EAGLE",
+                  config_reader="target_modules",
+                  config_hints=("num_nextn_predict_layers", "mtp_num_hidden_layers")),
+    "medusa": Family(parallel=True, cache="none", round_cost="target_heads",
+                     block="none", draft_limit="heads",
+                     vllm_method="medusa", sglang_algorithm=None),
+    "p_eagle": Family(parallel=True, cache="own_layers", round_cost="parallel",
+                      block="depth", draft_limit="block", vllm_parallel_drafting=True,
+                      vllm_method="eagle3", sglang_algorithm=None),
+    "pard": Family(parallel=True, cache="model", round_cost="parallel",
+                   block="trained", draft_limit="block",
+                   vllm_method="draft_model", sglang_algorithm=None),
+    "dflash": Family(parallel=True, cache="own_layers", round_cost="parallel",
+                     block="trained", draft_limit="block",
+                     vllm_method="dflash", sglang_algorithm="DFLASH",
+                     config_reader="block", config_hints=("dflash",)),
+    "dspark": Family(parallel=True, cache="own_layers", round_cost="parallel",
+                     block="trained", draft_limit="block",
+                     vllm_method="dspark", sglang_algorithm=None),
+    "dedit": Family(parallel=True, cache="own_layers", round_cost="parallel",
+                    block="trained", draft_limit="block",
+                    vllm_method=None, sglang_algorithm=None),
+    "hspec": Family(parallel=True, cache="none", round_cost="parallel",
+                    block="trained", draft_limit="block",
+                    vllm_method=None, sglang_algorithm=None),
 }
 
 
@@ -103,7 +167,7 @@ class Drafter:
         fam = family(self.family)
         if fam.cache == "model" and self.model is None:
             raise SpecError(f"{self.path}: family '{self.family}' needs field 'model'")
-        if fam.parallel and not fam.rides_on_target and self.block_size < 2:
+        if fam.block != "none" and self.block_size < 2:
             raise SpecError(f"{self.path}: field 'block_size' must be >= 2 for a parallel drafter")
         if self.num_attention_heads % self.num_kv_heads:
             raise SpecError(f"{self.path}: field 'num_attention_heads' = {self.num_attention_heads}"
@@ -122,9 +186,10 @@ class Drafter:
         """Most draft tokens one round can propose (0 = no limit of the architecture)."""
         if self.max_draft_tokens:
             return self.max_draft_tokens
-        if self.family == "medusa":
+        rule = self.kind.draft_limit
+        if rule == "heads":
             return self.medusa_heads
-        return self.block_size - 1 if self.is_parallel else 0
+        return self.block_size - 1 if rule == "block" else 0
 
     def layer_params(self) -> float:
         """Parameters of one of its decoder layers (attention + gated MLP + norms)."""

@@ -19,6 +19,8 @@ import yaml
 
 from specsim.errors import SpecError
 
+# libyaml's parser where PyYAML was built with it (several times faster), else the pure one.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
 _FOLDERS = {
     "hardware": "hardware",
@@ -81,7 +83,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except OSError as err:
         raise SpecError(f"{path}: cannot read ({err.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from specsim.forward.cost import pass_cost
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.memory import kv_heads_per_gpu
 from specsim.forward.shapes import FloatArray, uniform_passes
-from specsim.specs.drafters import Drafter
+from specsim.specs.drafters import Drafter, RoundCost
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
@@ -77,27 +77,27 @@ class _Env:
 
     def pass_s(self, model: Model, tokens: FloatArray, batch: FloatArray, context: FloatArray
                ) -> FloatArray:
-        """A forward pass of `model` over `tokens` per request for `batch` requests.
+        """A forward pass of `model` over `tokens` per request for `batch` requests, exactly.
 
-        Large sweeps with few distinct batch sizes and one context are timed on an integer grid
-        of tokens per distinct batch size and interpolated: between integers every op's time
-        is linear in the tokens, so the interpolation is exact away from a knee.
+        A sweep repeats few distinct (tokens, batch, context) settings, so each distinct one is
+        timed once and the times are scattered back: the answer for a setting does not depend
+        on what else was asked for in the same call.
         """
-        batches = np.unique(batch)
-        if tokens.size <= 64 * batches.size or np.ptp(context) > 0:
-            shape = uniform_passes(np.maximum(tokens, 1.0), batch, context)
-            time = pass_cost(model, self.hw, shape, tp=self.tp, precision=self.precision).time_s
-            return np.asarray(time * (tokens > 0))
-        grid = np.arange(1.0, np.ceil(tokens.max()) + 2.0)
-        shape = uniform_passes(np.tile(grid, batches.size), np.repeat(batches, grid.size),
-                               context.flat[0])
-        table = pass_cost(model, self.hw, shape, tp=self.tp, precision=self.precision).time_s
-        table = table.reshape(batches.size, grid.size)
-        out = np.empty_like(tokens)
-        for i, b in enumerate(batches):
-            mask = batch == b
-            out[mask] = np.interp(np.maximum(tokens[mask], 1.0), grid, table[i])
-        return np.asarray(out * (tokens > 0))
+        distinct, back = _distinct_rows(np.stack([np.maximum(tokens, 1.0), batch, context]))
+        shape = uniform_passes(distinct[0], distinct[1], distinct[2])
+        time = pass_cost(model, self.hw, shape, tp=self.tp, precision=self.precision).time_s
+        return np.asarray(time[back] * (tokens > 0))
+
+
+def _distinct_rows(columns: FloatArray) -> tuple[FloatArray, NDArray[np.intp]]:
+    """The distinct settings of (k, S) `columns`, (k, U), and each setting's index among them."""
+    order = np.lexsort(columns[::-1])
+    ordered = columns[:, order]
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)
+    back = np.empty(order.size, dtype=np.intp)
+    back[order] = np.cumsum(new) - 1
+    return ordered[:, new], back
 
 
 def backbone(drafter: Drafter) -> Model:
@@ -142,7 +142,7 @@ def _autoregressive(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
 
 def _parallel_block(drafter: Drafter, r: RoundShape) -> FloatArray:
     """Positions one backbone pass covers per request: the trained block, or depth + 1."""
-    if drafter.family == "p_eagle":
+    if drafter.kind.block == "depth":
         return np.minimum(r.depth + 1, drafter.block_size)
     return np.full_like(r.depth, float(drafter.block_size))
 
@@ -174,7 +174,7 @@ def _parallel(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     return np.asarray(time)
 
 
-def _medusa(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
+def _target_heads(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     """Heads on the target's last hidden state: a residual block and an LM head each."""
     d, vocab = drafter.hidden_size, drafter.target.vocab_size
     heads = np.minimum(r.depth, drafter.medusa_heads)
@@ -182,18 +182,11 @@ def _medusa(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     return np.asarray(heads * per_head)
 
 
-_COSTS: dict[str, Callable[[_Env, Drafter, RoundShape], FloatArray]] = {
-    "small_llm": _autoregressive,
-    "eagle": _autoregressive,
-    "eagle3": _autoregressive,
-    "mtp": _autoregressive,
-    "medusa": _medusa,
-    "p_eagle": _parallel,
-    "pard": _parallel,
-    "dflash": _parallel,
-    "dspark": _parallel,
-    "dedit": _parallel,
-    "hspec": _parallel,
+# The family table names a round-cost rule; this maps each rule to the function that times it.
+COST_RULES: dict[RoundCost, Callable[[_Env, Drafter, RoundShape], FloatArray]] = {
+    "autoregressive": _autoregressive,
+    "parallel": _parallel,
+    "target_heads": _target_heads,
 }
 
 
@@ -201,7 +194,7 @@ def draft_time_s(drafter: Drafter, hw: Hardware, shape: RoundShape, *, tp: int =
                  precision: Precision | None = None) -> FloatArray:
     """Seconds one round of drafting takes, for each of the S settings in `shape`."""
     env = _Env(hw=hw, tp=tp, precision=precision or Precision())
-    return _COSTS[drafter.family](env, drafter, shape)
+    return COST_RULES[drafter.kind.round_cost](env, drafter, shape)
 
 
 def draft_passes(drafter: Drafter, depth: ArrayLike) -> FloatArray:

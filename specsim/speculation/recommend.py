@@ -28,19 +28,6 @@ from specsim.speculation.speedup import (
     speedup_table,
 )
 
-# vLLM `--speculative-config` method and SGLang `--speculative-algorithm` per drafter family;
-# None where the engine has no such method.
-VLLM_METHODS: dict[str, str | None] = {
-    "small_llm": "draft_model", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
-    "medusa": "medusa", "p_eagle": "eagle3", "pard": "draft_model", "dflash": "dflash",
-    "dspark": "dspark", "dedit": None, "hspec": None,
-}
-SGLANG_ALGORITHMS: dict[str, str | None] = {
-    "small_llm": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "EAGLE",
-    "medusa": None, "p_eagle": None, "pard": None, "dflash": "DFLASH", "dspark": None,
-    "dedit": None, "hspec": None,
-}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Choice:
@@ -93,19 +80,31 @@ class Recommendation:
 
     def vllm_config(self, drafter: Drafter | None) -> dict[str, object] | None:
         """vLLM `--speculative-config`: the longest useful chain, and a per-batch schedule."""
-        method = VLLM_METHODS.get(drafter.family) if drafter else None
+        method = drafter.kind.vllm_method if drafter else None
         if method is None:
             return None
         ks = [c.nodes for c in self.best_chain if c.fits]
         if not ks or max(ks) == 0:
             return None
         config: dict[str, object] = {"method": method, "num_speculative_tokens": max(ks)}
-        if drafter is not None and drafter.family == "p_eagle":
+        if drafter is not None and drafter.kind.vllm_parallel_drafting:
             config["parallel_drafting"] = True
         schedule = _schedule([c for c in self.best_chain if c.fits])
         if len({k for _, _, k in schedule}) > 1:
             config["num_speculative_tokens_per_batch_size"] = schedule
         return config
+
+    def sglang_flags(self, drafter: Drafter | None) -> list[str]:
+        """SGLang flags per batch size of `best`: the algorithm (where SGLang has one for the
+        drafter's family) and the tree triple, or "(no speculation)"."""
+        algorithm = sglang_algorithm(drafter)
+        prefix = f"--speculative-algorithm {algorithm} " if algorithm else ""
+        return [prefix + c.sglang_flags if c.nodes else c.sglang_flags for c in self.best]
+
+
+def sglang_algorithm(drafter: Drafter | None) -> str | None:
+    """SGLang's `--speculative-algorithm` for the drafter, None where SGLang has none."""
+    return drafter.kind.sglang_algorithm if drafter is not None else None
 
 
 def _schedule(choices: list[Choice]) -> list[list[int]]:
