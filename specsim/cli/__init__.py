@@ -11,6 +11,7 @@ import sys
 import typer
 
 from specsim.cli import forward, measurement, specs, speculation  # noqa: F401  (registers)
+from specsim.cli import distributions  # noqa: F401, I001  (registers on `acceptance`)
 from specsim.cli.common import app
 from specsim.errors import SpecError
 
