@@ -227,7 +227,7 @@ def load_vector(path: Path, name: str, *, probabilities: bool, size: int | None 
     if probabilities:
         values = _floats(path, name, raw, 1)
         _check_sums(path, name, values.sum(keepdims=True))
-        return values / values.sum()
+        return np.asarray(values / values.sum(), dtype=np.float64)
     values = raw.astype(np.float64)
     if not np.all(np.isfinite(values)):
         index = _first_bad(~np.isfinite(values))

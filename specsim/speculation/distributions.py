@@ -41,8 +41,10 @@ IntArray = npt.NDArray[np.int64]
 VERIFICATIONS = ("tokenwise", "block")
 # Ranks kept for trees built from the first position's alpha (as workloads do).
 GEOMETRIC_RANKS = 64
-# Rollouts processed together in the top-k matching, so (chunk, T, k, k) stays small.
-TOPK_CHUNK_ROLLOUTS = 64
+# Top-k matching compares all id pairs up to this list product, else sorts; pair comparisons
+# are done this many at a time.
+MAX_PAIRWISE = 4096
+PAIRWISE_CHUNK = 8_000_000
 
 
 def overlap_full(p: FloatArray, q: FloatArray) -> FloatArray:
@@ -51,35 +53,77 @@ def overlap_full(p: FloatArray, q: FloatArray) -> FloatArray:
     return np.asarray(np.minimum(p, q).sum(axis=-1), dtype=np.float64)
 
 
-def overlap_topk(p_ids: IntArray, p_w: FloatArray, q_ids: IntArray, q_w: FloatArray
-                 ) -> FloatArray:
-    """sum over ids listed by both of min(a p(x), b q(x)), with weights already applied.
+def match_topk(p_ids: IntArray, q_ids: IntArray) -> IntArray:
+    """For each id the target lists, the slot of the same id in the drafter's list, or -1.
 
     Args:
-        p_ids, p_w: target ids and (weighted) probabilities, shape (..., k_p).
-        q_ids, q_w: drafter ids and (weighted) probabilities, shape (..., k_q).
+        p_ids: target ids, shape (..., k_p); q_ids: drafter ids, shape (..., k_q), distinct
+            within a row.
 
     Returns:
-        the overlap of the listed mass, shape (...).
+        slot into the last axis of q_ids, shape (..., k_p).
     """
-    same = p_ids[..., :, None] == q_ids[..., None, :]  # (..., k_p, k_q)
-    both = np.minimum(p_w[..., :, None], q_w[..., None, :])
-    return np.asarray(np.where(same, both, 0.0).sum(axis=(-2, -1)), dtype=np.float64)
+    k_p, k_q = p_ids.shape[-1], q_ids.shape[-1]
+    if k_p * k_q > MAX_PAIRWISE:
+        return _match_sorted(p_ids, q_ids)
+    rows = int(np.prod(p_ids.shape[:-1]))
+    flat_p, flat_q = p_ids.reshape(rows, k_p), q_ids.reshape(rows, k_q)
+    slots = np.empty((rows, k_p), dtype=np.int64)
+    step = max(1, PAIRWISE_CHUNK // (k_p * k_q))
+    for start in range(0, rows, step):
+        same = flat_p[start:start + step, :, None] == flat_q[start:start + step, None, :]
+        slots[start:start + step] = np.where(same.any(axis=-1), same.argmax(axis=-1), -1)
+    return slots.reshape(p_ids.shape)
 
 
-def position_acceptance(target: ProbArrays, draft: ProbArrays) -> FloatArray:
-    """alpha[r, k] = 1 - TV(p[r, k], q[r, k]) along the rollouts, shape (R, T)."""
+def _match_sorted(p_ids: IntArray, q_ids: IntArray) -> IntArray:
+    """`match_topk` for long lists: one global sort instead of k_p x k_q comparisons."""
+    rows = int(np.prod(p_ids.shape[:-1]))
+    k_p, k_q = p_ids.shape[-1], q_ids.shape[-1]
+    span = int(max(p_ids.max(initial=0), q_ids.max(initial=0))) + 1
+    offset = np.arange(rows, dtype=np.int64)[:, None] * span
+    # row r's ids become keys in [r span, (r + 1) span): one sorted array for all rows
+    q_keys = q_ids.reshape(rows, k_q) + offset
+    order = np.argsort(q_keys, axis=-1)
+    sorted_keys = np.take_along_axis(q_keys, order, axis=-1).ravel()
+    p_keys = (p_ids.reshape(rows, k_p) + offset).ravel()
+    where = np.minimum(np.searchsorted(sorted_keys, p_keys), sorted_keys.size - 1)
+    found = sorted_keys[where] == p_keys
+    slot = order.ravel()[where]
+    return np.where(found, slot, -1).reshape(p_ids.shape).astype(np.int64)
+
+
+def overlap_topk(match: IntArray, p_w: FloatArray, q_w: FloatArray) -> FloatArray:
+    """sum over ids listed by both of min(p_w(x), q_w(x)), weights already applied, (...).
+
+    Args:
+        match: `match_topk` of the two id lists, shape (..., k_p).
+        p_w: target (weighted) probabilities, shape (..., k_p).
+        q_w: drafter (weighted) probabilities, shape (..., k_q).
+    """
+    partner = np.take_along_axis(q_w, np.maximum(match, 0), axis=-1)
+    both = np.where(match >= 0, np.minimum(p_w, partner), 0.0)
+    return np.asarray(both.sum(axis=-1), dtype=np.float64)
+
+
+def _match(target: ProbArrays, draft: ProbArrays) -> IntArray:
+    assert target.topk_ids is not None and draft.topk_ids is not None
+    return match_topk(target.topk_ids, draft.topk_ids)
+
+
+def position_acceptance(target: ProbArrays, draft: ProbArrays,
+                        match: IntArray | None = None) -> FloatArray:
+    """alpha[r, k] = 1 - TV(p[r, k], q[r, k]) along the rollouts, shape (R, T).
+
+    Args:
+        match: top-k data only, `match_topk` of the two id lists if already computed.
+    """
     if not target.is_topk:
         assert target.probs is not None and draft.probs is not None
         return overlap_full(target.probs, draft.probs)
-    assert target.topk_ids is not None and target.topk_probs is not None
-    assert draft.topk_ids is not None and draft.topk_probs is not None
-    chunks = [overlap_topk(target.topk_ids[s:s + TOPK_CHUNK_ROLLOUTS],
-                           target.topk_probs[s:s + TOPK_CHUNK_ROLLOUTS],
-                           draft.topk_ids[s:s + TOPK_CHUNK_ROLLOUTS],
-                           draft.topk_probs[s:s + TOPK_CHUNK_ROLLOUTS])
-              for s in range(0, target.shape[0], TOPK_CHUNK_ROLLOUTS)]
-    return np.concatenate(chunks).clip(0.0, 1.0)
+    assert target.topk_probs is not None and draft.topk_probs is not None
+    slots = _match(target, draft) if match is None else match
+    return overlap_topk(slots, target.topk_probs, draft.topk_probs).clip(0.0, 1.0)
 
 
 def tokenwise_survival(alpha: FloatArray) -> FloatArray:
@@ -116,7 +160,8 @@ def _prefix_weights(ratio: FloatArray) -> tuple[FloatArray, FloatArray]:
             np.concatenate([ones, m[:, :-1]], axis=-1))
 
 
-def block_survival(target: ProbArrays, draft: ProbArrays) -> FloatArray:
+def block_survival(target: ProbArrays, draft: ProbArrays,
+                   match: IntArray | None = None) -> FloatArray:
     """Per-rollout term of P(block verification accepts >= k tokens), shape (R, T).
 
     sum_x min(m_{k-1} p_k(x), r_{k-1} q_k(x)) along the target's sampled tokens (module
@@ -133,18 +178,19 @@ def block_survival(target: ProbArrays, draft: ProbArrays) -> FloatArray:
     if not target.is_topk:
         assert target.probs is not None and draft.probs is not None
         return overlap_full(m_prev[..., None] * target.probs, r_prev[..., None] * draft.probs)
-    assert target.topk_ids is not None and target.topk_probs is not None
-    assert draft.topk_ids is not None and draft.topk_probs is not None
-    return overlap_topk(target.topk_ids, m_prev[..., None] * target.topk_probs,
-                        draft.topk_ids, r_prev[..., None] * draft.topk_probs)
+    assert target.topk_probs is not None and draft.topk_probs is not None
+    slots = _match(target, draft) if match is None else match
+    return overlap_topk(slots, m_prev[..., None] * target.topk_probs,
+                        r_prev[..., None] * draft.topk_probs)
 
 
-def survival(target: ProbArrays, draft: ProbArrays, verification: str) -> FloatArray:
+def survival(target: ProbArrays, draft: ProbArrays, verification: str,
+             match: IntArray | None = None) -> FloatArray:
     """Per-rollout survival curve of the chosen rule, shape (R, T)."""
     if verification == "tokenwise":
-        return tokenwise_survival(position_acceptance(target, draft))
+        return tokenwise_survival(position_acceptance(target, draft, match))
     if verification == "block":
-        return block_survival(target, draft)
+        return block_survival(target, draft, match)
     raise SpecError(f"option --verification: unknown rule {verification!r}; "
                     f"valid: {', '.join(VERIFICATIONS)}")
 
@@ -223,8 +269,10 @@ def acceptance_from_probs(target: ProbArrays, draft: ProbArrays, *, verification
     if not 1 <= g <= positions:
         raise SpecError(f"option --max-draft: must be in 1..{positions} (positions in "
                         f"{target.path}), got {g}")
-    alpha = position_acceptance(target, draft)[:, :g]
-    curve = survival(target, draft, verification)[:, :g]
+    match = _match(target, draft) if target.is_topk else None
+    alpha = position_acceptance(target, draft, match)[:, :g]
+    curve = (tokenwise_survival(alpha) if verification == "tokenwise"
+             else survival(target, draft, verification, match)[:, :g])
     return AcceptanceFromProbs(verification=verification, alpha=alpha, survival=curve,
                                topk=target.is_topk)
 

@@ -150,13 +150,22 @@ def fit_gaussian(p: FloatArray, objective: str, grid: FloatArray = TOY_GRID,
                        loss=float(loss(p, q)))
 
 
+def _hybrid_loss(p: FloatArray, lam: float) -> Callable[[FloatArray], FloatArray]:
+    """q -> lambda KL(p || q) + (1 - lambda) TV(p, q) with lambda fixed."""
+
+    def loss(q: FloatArray) -> FloatArray:
+        return np.asarray(lam * forward_kl(p, q) + (1.0 - lam) * total_variation(p, q),
+                          dtype=np.float64)
+
+    return loss
+
+
 def _fit_lk_hybrid(p: FloatArray, grid: FloatArray, eta: float) -> GaussianFit:
     """LK hybrid: lambda = exp(-eta sg[alpha]) held fixed per fit, iterated to a fixed point."""
     alpha = 0.0
     for _ in range(20):
         lam = float(np.exp(-eta * alpha))
-        mu, sigma = _search(grid, lambda q, lam=lam: lam * forward_kl(p, q)
-                            + (1.0 - lam) * total_variation(p, q))
+        mu, sigma = _search(grid, _hybrid_loss(p, lam))
         q = discretized_gaussian(grid, np.array(mu), np.array(sigma))
         new_alpha = float(acceptance(p, q))
         if abs(new_alpha - alpha) < 1e-6:
