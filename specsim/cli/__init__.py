@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from specsim.cli import forward, measurement, specs, speculation  # noqa: F401  (registers)
+from specsim.cli import distributions, forward, measurement, specs, speculation  # noqa: F401
 from specsim.cli.common import app
 from specsim.errors import SpecError
 

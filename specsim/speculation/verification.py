@@ -7,7 +7,10 @@ position's distributions are fixed (context-independent), as in the seed's toy e
 
 Exact quantities: `tokenwise_acceptance`, `total_variation`, `tokenwise_expected_accepted`,
 `block_expected_accepted`, `gumbel_match_probability` (+ bound), `gumbel_expected_accepted`.
-Samplers: `VERIFICATION_RULES[name](rng, p_seq, q_seq, num_rounds) -> RoundBatch`.
+Samplers: `VERIFICATION_RULES[name](rng, p_seq, q_seq, num_rounds) -> RoundBatch`; the seeded
+Monte Carlo over them is `specsim.speculation.simulate` (`acceptance from-probs --check`).
+For distributions along many target rollouts (large vocabularies, top-k data) use
+`specsim.speculation.distributions`, which these exact rules check in the tests.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ from specsim.speculation.acceptance import tau_chain
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+__all__ = [
+    "EXPECTED_ACCEPTED", "VERIFICATION_RULES", "RoundBatch", "block_expected_accepted",
+    "block_rounds", "gumbel_expected_accepted", "gumbel_match_lower_bound",
+    "gumbel_match_probability", "gumbel_rounds", "independent_match_probability",
+    "tokenwise_acceptance", "tokenwise_expected_accepted", "tokenwise_rounds",
+    "total_variation", "verification_rule",
+]
 
 # Probability vectors must sum to one within this slack.
 SUM_TOLERANCE = 1e-6
