@@ -17,13 +17,15 @@ import yaml
 
 from specsim.errors import SpecError
 
-KINDS = ("hardware", "models", "drafters", "scenarios")
+KINDS = ("hardware", "models", "drafters", "scenarios", "engines", "published")
 # Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
 _FOLDERS = {
     "hardware": "hardware",
     "models": "workloads/models",
     "drafters": "workloads/drafters",
     "scenarios": "workloads/scenarios",
+    "engines": "engines",
+    "published": "workloads/published",
 }
 
 
