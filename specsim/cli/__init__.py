@@ -10,7 +10,13 @@ import sys
 
 import typer
 
-from specsim.cli import forward, measurement, specs, speculation  # noqa: F401  (registers)
+from specsim.cli import (  # noqa: F401  (registers)
+    forward,
+    measurement,
+    specs,
+    speculation,
+    validate,
+)
 from specsim.cli.common import app
 from specsim.errors import SpecError
 

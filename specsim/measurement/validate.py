@@ -21,9 +21,10 @@ from scipy.optimize import least_squares
 
 from specsim.measurement.published import OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
-from specsim.specs.engines import FITTABLE, Engine, load_engine
+from specsim.specs.engines import FIT_BOUNDS, FITTABLE, Engine, load_engine
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import Model, load_model
+from specsim.speculation import engine_time
 from specsim.speculation.draft_cost import draft_passes
 from specsim.speculation.speedup import Candidates, Setup, speedup_table
 
@@ -46,18 +47,27 @@ GROUPS = {"eagle": "eagle-family", "eagle2": "eagle-family", "eagle3": "eagle-fa
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundParts:
-    """A row's times with the fittable engine terms at zero, seconds."""
+    """A row's achieved kernel times (seconds) and eager kernel counts, engine terms apart."""
 
     baseline_s: float
     verify_s: float
     draft_s: float
     passes: float
+    target_kernels: float
+    drafter_kernels: float
+    request_s: float  # per_request_s x batch
 
-    def speedup(self, tau: float, per_pass_s: float, drafter_pass_s: float,
-                round_s: float) -> float:
-        round_time = (self.verify_s + per_pass_s + self.draft_s + self.passes * drafter_pass_s
-                      + round_s)
-        return tau * (self.baseline_s + per_pass_s) / round_time
+    def speedup(self, tau: float, kernel_launch_s: float, per_pass_s: float,
+                drafter_pass_s: float, round_s: float) -> float:
+        host = self.target_kernels * kernel_launch_s
+        fixed = per_pass_s + self.request_s
+        baseline = max(self.baseline_s, host) + fixed
+        verify = max(self.verify_s, host) + fixed
+        draft = self.draft_s
+        if self.passes > 0:
+            draft = (max(self.draft_s, self.passes * self.drafter_kernels * kernel_launch_s)
+                     + self.passes * drafter_pass_s)
+        return tau * baseline / (verify + draft + round_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,7 +112,7 @@ def unpredictable(row: PublishedRow) -> str:
 
 def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     """Time the row's round with its engine's fittable terms at zero."""
-    zero = engine.with_terms(**{k: 0.0 for k in FITTABLE})
+    zero = engine.with_terms(**{k: 0.0 for k in FITTABLE}, per_request_s=0.0)
     target = load_model(row.model)
     drafter = _drafter(row.method, target)
     nodes, depth = float(row.draft_tokens or 0), float(row.depth or 0)
@@ -116,8 +126,12 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
                   draft_cost=0.0 if drafter is None else None)
     table = speedup_table(setup, [row.batch], cands)
     passes = 0.0 if drafter is None else float(draft_passes(drafter, depth))
+    eager = engine.eager
     return RoundParts(baseline_s=float(table.baseline_s[0]), verify_s=float(table.verify_s[0, 0]),
-                      draft_s=float(table.draft_s[0, 0]), passes=passes)
+                      draft_s=float(table.draft_s[0, 0]), passes=passes,
+                      target_kernels=engine_time.model_kernels(engine, target) if eager else 0.0,
+                      drafter_kernels=engine_time.drafter_kernels(engine, drafter) if eager
+                      else 0.0, request_s=engine.per_request_s * row.batch)
 
 
 def _drafter(method: str, target: Model) -> Drafter | None:
@@ -138,8 +152,11 @@ def fit_terms(samples: list[tuple[RoundParts, float, float]]) -> dict[str, float
     def residuals(x: np.ndarray) -> np.ndarray:
         return np.array([np.log(p.speedup(tau, *x) / measured) for p, tau, measured in samples])
 
-    start = np.array([1e-3, 1e-3, 1e-3])
-    fit = least_squares(residuals, start, bounds=(0.0, 0.1), x_scale=1e-3)
+    low = np.array([FIT_BOUNDS[k][0] for k in FITTABLE])
+    high = np.array([FIT_BOUNDS[k][1] for k in FITTABLE])
+    start = np.clip(np.array([7e-6, 1e-3, 1e-3, 1e-3]), low, high)
+    fit = least_squares(residuals, start, bounds=(low, high), x_scale=np.array([1e-6, 1e-3,
+                                                                                1e-3, 1e-3]))
     return dict(zip(FITTABLE, (float(v) for v in fit.x), strict=True))
 
 

@@ -27,7 +27,11 @@ from specsim.specs.io import Fields, read_spec_file, resolve_path
 
 LAUNCH_MODES = ("eager", "graphs", "none")
 # Terms validate may fit (leave-one-source-out); the rest come from sources only.
-FITTABLE = ("per_pass_s", "drafter_pass_s", "round_s")
+FITTABLE = ("kernel_launch_s", "per_pass_s", "drafter_pass_s", "round_s")
+# Physical range of each fitted term, seconds: the launch cost stays within its sourced range
+# (4-15 us per eager op); host terms are non-negative and below 20 ms.
+FIT_BOUNDS = {"kernel_launch_s": (4e-6, 15e-6), "per_pass_s": (0.0, 0.02),
+              "drafter_pass_s": (0.0, 0.02), "round_s": (0.0, 0.02)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
