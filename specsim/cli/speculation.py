@@ -45,6 +45,10 @@ DraftCostOpt = Annotated[float | None, typer.Option(
     help="Measured drafter cost per sequential pass, relative to one decoding step at the same "
     "batch size (overrides the cost derived from the drafter's architecture).")]
 BatchOpt = Annotated[str, typer.Option(help="Batch sizes (concurrent requests).")]
+DEFAULT_ENGINE = "roofline"
+EngineOpt = Annotated[str, typer.Option(
+    help="Serving engine whose host and launch terms the round pays (`specsim engines list`: "
+    "hf-eager, vllm, sglang); default roofline = the idealized GPU with no engine.")]
 
 
 @drafters_app.command("list")
@@ -97,10 +101,11 @@ def drafters_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
 
 
 def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float | None,
-           workload: str | None, context: str | None, tp: int, draft_cost: float | None
-           ) -> tuple[Any, Any]:
+           workload: str | None, context: str | None, tp: int, draft_cost: float | None,
+           engine: str = DEFAULT_ENGINE) -> tuple[Any, Any]:
     """Load the specs and the acceptance profile a speculation command needs."""
     from specsim.specs.drafters import load_drafter
+    from specsim.specs.engines import load_engine
     from specsim.specs.hardware import load_hardware
     from specsim.specs.models import load_model
     from specsim.specs.workloads import constant_profile, load_workload
@@ -127,8 +132,9 @@ def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float |
         ctx: float | tuple[float, ...] = mix[0] if len(mix) == 1 else mix
     else:
         ctx = load.context if load else 2048.0
+    served = load_engine(engine)
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft, context=ctx,
-                  tp=tp, draft_cost=draft_cost)
+                  tp=tp, draft_cost=draft_cost, engine=None if served.launch == "none" else served)
     return setup, profile
 
 
@@ -148,12 +154,14 @@ def speedup(
     tp: TpOpt = 1,
     plot: Annotated[Path | None, typer.Option(help="Write the speedup-vs-nodes figure (PNG).")]
     = None,
+    engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
 ) -> None:
     """speedup(N, B) of trees or chains of N drafted nodes at batch sizes B."""
     from specsim.speculation.speedup import candidates_for, speedup_table
 
-    setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost)
+    setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
+                            engine)
     wanted = parse_ints(nodes, "--nodes")
     cands = candidates_for(setup.drafter, profile, shape=shape, max_nodes=max(wanted))
     table = speedup_table(setup, parse_ints(batch, "--batch"), cands)
@@ -163,6 +171,8 @@ def speedup(
         who = setup.drafter.slug if setup.drafter else f"draft cost {setup.draft_cost}"
         speedup_figure(table, plot, title=f"{setup.target.name} on {setup.hardware.name}, "
                        f"{who}, context {_context_text(setup.context)}")
+    if not as_json:
+        echo(f"engine: {engine}")
     emit(_speedup_rows(table, set(wanted)), as_json)
     if plot is not None and not as_json:
         echo(f"\nwrote {plot}")
@@ -210,6 +220,7 @@ def recommend(
     shape: Annotated[str, typer.Option(help="auto, chain or tree.")] = "auto",
     objective: Annotated[str, typer.Option(help="speedup or throughput.")] = "speedup",
     tp: TpOpt = 1,
+    engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
 ) -> None:
     """The best chain or tree per batch size, with ready-to-paste vLLM and SGLang flags."""
@@ -220,7 +231,8 @@ def recommend(
         raise SpecError(f"option --shape: must be auto, chain or tree, got {shape!r}")
     if max_nodes < 1:
         raise SpecError("option --max-nodes: must be >= 1")
-    setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost)
+    setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
+                            engine)
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
                         shape=shape, objective=objective)
     algorithm = SGLANG_ALGORITHMS.get(setup.drafter.family) if setup.drafter else None
@@ -235,8 +247,9 @@ def recommend(
     vllm = rec.vllm_config(setup.drafter)
     if as_json:
         echo(to_json({"rows": rows, "vllm_speculative_config": vllm,
-                      "acceptance_source": profile.source}))
+                      "acceptance_source": profile.source, "engine": engine}))
         return
+    echo(f"engine: {engine}")
     echo(to_table(rows))
     echo(f"\nvLLM (chains only): {vllm_flag(vllm)}")
     if algorithm is None:

@@ -112,7 +112,7 @@ def unpredictable(row: PublishedRow) -> str:
 
 def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     """Time the row's round with its engine's fittable terms at zero."""
-    zero = engine.with_terms(**{k: 0.0 for k in FITTABLE}, per_request_s=0.0)
+    zero = engine.with_terms(**dict.fromkeys(FITTABLE, 0.0), per_request_s=0.0)
     target = load_model(row.model)
     drafter = _drafter(row.method, target)
     nodes, depth = float(row.draft_tokens or 0), float(row.depth or 0)
@@ -175,7 +175,7 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
     fittable = [r for r in rows if r.id in parts]
     for row in fittable:
         engine = engines[row.engine]
-        train = [(parts[r.id], r.tau, r.speedup) for r in fittable
+        train = [(parts[r.id], float(r.tau or 0), float(r.speedup or 0)) for r in fittable
                  if r.engine == row.engine and r.file != row.file]
         terms = fit_terms(train) if train else {k: getattr(engine, k) for k in FITTABLE}
         assert row.tau is not None
@@ -187,6 +187,6 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
 def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
     """Engine terms fitted on every predictable row of that engine (what its YAML ships)."""
     engine = load_engine(engine_slug)
-    samples = [(row_parts(r, engine), r.tau, r.speedup) for r in rows
+    samples = [(row_parts(r, engine), float(r.tau or 0), float(r.speedup or 0)) for r in rows
                if r.engine == engine_slug and not unpredictable(r)]
-    return fit_terms(samples)  # type: ignore[arg-type]
+    return fit_terms(samples)

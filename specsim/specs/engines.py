@@ -75,7 +75,7 @@ class Engine:
 
     def with_terms(self, **terms: float) -> Engine:
         """The same engine with some terms replaced (a fit)."""
-        return dataclasses.replace(self, **terms)
+        return dataclasses.replace(self, **terms)  # type: ignore[arg-type]
 
 
 ROOFLINE = Engine(slug="roofline", name="no engine (idealized GPU roofline)", version="-",

@@ -27,8 +27,8 @@ from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
-from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation import engine_time
+from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
 from specsim.speculation.trees import best_first_tree
 
