@@ -29,7 +29,9 @@ def test_wheel_contains_the_builtin_specs(wheel: Path) -> None:
     for expected in ("specsim/_builtin/hardware/h100-sxm.yaml",
                      "specsim/_builtin/workloads/models/qwen3-8b.yaml",
                      "specsim/_builtin/workloads/drafters/dflash-qwen3-8b.yaml",
-                     "specsim/_builtin/workloads/scenarios/chat-dflash-qwen3-8b.yaml"):
+                     "specsim/_builtin/workloads/scenarios/chat-dflash-qwen3-8b.yaml",
+                     "specsim/_builtin/engines/hf-eager.yaml",
+                     "specsim/_builtin/workloads/published/spec-bench-a100.yaml"):
         assert expected in names
 
 

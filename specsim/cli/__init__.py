@@ -11,7 +11,14 @@ import sys
 
 import typer
 
-from specsim.cli import distributions, forward, measurement, specs, speculation  # noqa: F401
+from specsim.cli import (  # noqa: F401  (registers)
+    distributions,
+    forward,
+    measurement,
+    specs,
+    speculation,
+    validate,
+)
 from specsim.cli.common import app
 from specsim.errors import SpecError
 

@@ -25,6 +25,7 @@ from specsim.cli.common import (
     to_json,
     to_table,
 )
+from specsim.specs.defaults import DEFAULT_ENGINE
 
 drafters_app = command_group("drafters",
                              "Built-in drafter specs (architecture numbers with sources).")
@@ -47,6 +48,9 @@ DraftCostOpt = Annotated[float | None, typer.Option(
 BatchOpt = Annotated[str, typer.Option(help="Batch sizes (concurrent requests).")]
 ShapeOpt = Annotated[str, typer.Option(
     help="chain, tree (best-first), or auto (trees when the acceptance has per-rank data).")]
+EngineOpt = Annotated[str, typer.Option(
+    help="Serving engine whose host and launch terms the round pays (`specsim engines list`: "
+    "hf-eager, vllm, sglang); default roofline = the idealized GPU with no engine.")]
 
 
 @drafters_app.command("list")
@@ -76,13 +80,15 @@ def drafters_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
 
 def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float | None,
            workload: str | None, context: str | None, tp: int, draft_cost: float | None,
-           dtypes: tuple[str, str, str]) -> tuple[Any, Any]:
+           dtypes: tuple[str, str, str], engine: str = DEFAULT_ENGINE
+           ) -> tuple[Any, Any]:
     """The library's setup and acceptance profile from the options they share."""
     from specsim.speculation.setup import load_setup
 
     return load_setup(hardware=hardware, model=model, drafter=drafter, alpha=alpha,
                       workload=workload, context=parse_context(context), tp=tp,
-                      draft_cost=draft_cost, precision=precision(*dtypes))
+                      draft_cost=draft_cost, precision=precision(*dtypes),
+                      engine=engine)
 
 
 @app.command()
@@ -104,6 +110,7 @@ def speedup(
     compute_dtype: ComputeDtypeOpt = "bf16",
     plot: Annotated[Path | None, typer.Option(help="Write the speedup-vs-nodes figure (PNG).")]
     = None,
+    engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
 ) -> None:
     """speedup(N, B) of trees or chains of N drafted nodes at batch sizes B."""
@@ -112,7 +119,7 @@ def speedup(
     from specsim.speculation.speedup import best_per_nodes, speedup_sweep
 
     setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
-                            (weight_dtype, kv_dtype, compute_dtype))
+                            (weight_dtype, kv_dtype, compute_dtype), engine)
     wanted = parse_ints(nodes, "--nodes")
     table = speedup_sweep(setup, profile, parse_ints(batch, "--batch"), wanted, shape=shape)
     if plot is not None:
@@ -121,6 +128,8 @@ def speedup(
         who = setup.drafter.slug if setup.drafter else f"draft cost {setup.draft_cost}"
         speedup_figure(table, plot, title=f"{setup.target.name} on {setup.hardware.name}, "
                        f"{who}, context {context_text(setup.context)}")
+    if not as_json:
+        echo(f"engine: {engine}")
     emit(speedup_rows(best_per_nodes(table, wanted)), as_json)
     if plot is not None and not as_json:
         echo(f"\nwrote {plot}")
@@ -145,6 +154,7 @@ def recommend(
     weight_dtype: WeightDtypeOpt = "",
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
+    engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
 ) -> None:
     """The best chain or tree per batch size, with ready-to-paste vLLM and SGLang flags."""
@@ -153,7 +163,7 @@ def recommend(
     from specsim.speculation.recommend import sglang_algorithm, vllm_flag
 
     setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
-                            (weight_dtype, kv_dtype, compute_dtype))
+                            (weight_dtype, kv_dtype, compute_dtype), engine)
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
                         shape=shape, objective=objective)
     rows = [{"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
@@ -164,8 +174,9 @@ def recommend(
     vllm = rec.vllm_config(setup.drafter)
     if as_json:
         echo(to_json({"rows": rows, "vllm_speculative_config": vllm,
-                      "acceptance_source": profile.source}))
+                      "acceptance_source": profile.source, "engine": engine}))
         return
+    echo(f"engine: {engine}")
     echo(to_table(rows))
     echo(f"\nvLLM (chains only): {vllm_flag(vllm)}")
     if sglang_algorithm(setup.drafter) is None:

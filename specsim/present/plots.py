@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -100,4 +100,21 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_mode
     axes[0][0].set_ylabel("weight-GEMM time per layer (ms)")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
+    _save(fig, path)
+
+
+def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
+    """Predicted against measured speedup, one marker per drafter family."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    families = sorted({r["family"] for r in rows})
+    for fam in families:
+        pts = [r for r in rows if r["family"] == fam]
+        ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts], label=fam, s=18)
+    top = max([r["measured"] for r in rows] + [r["predicted"] for r in rows] + [1.0]) * 1.05
+    ax.plot([0, top], [0, top], color="grey", lw=0.8)
+    ax.set_xlabel("measured speedup")
+    ax.set_ylabel("predicted speedup (held out)")
+    ax.legend(fontsize=7)
     _save(fig, path)

@@ -27,6 +27,8 @@ _FOLDERS = {
     "models": "workloads/models",
     "drafters": "workloads/drafters",
     "scenarios": "workloads/scenarios",
+    "engines": "engines",
+    "published": "workloads/published",
 }
 
 

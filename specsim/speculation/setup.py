@@ -9,9 +9,15 @@ published value; a workload also gives the context when none is given.
 from __future__ import annotations
 
 from specsim.errors import SpecError
-from specsim.specs.defaults import DEFAULT_CONTEXT_TOKENS, DEFAULT_HARDWARE, DEFAULT_MODEL
+from specsim.specs.defaults import (
+    DEFAULT_CONTEXT_TOKENS,
+    DEFAULT_ENGINE,
+    DEFAULT_HARDWARE,
+    DEFAULT_MODEL,
+)
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
+from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model
 from specsim.specs.workloads import Workload, load_workload
@@ -38,12 +44,15 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
                drafter: str | None = None, alpha: float | None = None,
                workload: str | None = None, context: float | tuple[float, ...] | None = None,
                tp: int = 1, draft_cost: float | None = None,
-               precision: Precision | None = None) -> tuple[Setup, AcceptanceProfile]:
+               precision: Precision | None = None, engine: str = DEFAULT_ENGINE
+               ) -> tuple[Setup, AcceptanceProfile]:
     """The setup and acceptance profile of a speculation question, from spec names.
 
     hardware, model, drafter, workload: built-in slugs or YAML paths. model defaults to the
     drafter's target, else DEFAULT_MODEL. context: cached tokens per request, or a mix of
     lengths the batch spreads over evenly; default: the workload's, else DEFAULT_CONTEXT_TOKENS.
+    engine: a serving engine (`engines/`) whose host and launch terms every pass pays; the
+    built-in "roofline" is the idealized GPU with no engine.
     """
     target = load_model(model) if model else None
     draft = load_drafter(drafter, target=target) if drafter else None
@@ -55,5 +64,5 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
         context = load.context if load else DEFAULT_CONTEXT_TOKENS
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
                   context=context, tp=tp, draft_cost=draft_cost,
-                  precision=precision or Precision())
+                  precision=precision or Precision(), engine=engine_or_none(load_engine(engine)))
     return setup, profile

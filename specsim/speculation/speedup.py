@@ -24,8 +24,10 @@ from specsim.forward.memory import serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
+from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
+from specsim.speculation import engine_time
 from specsim.speculation.acceptance import AcceptanceProfile, marginal_acceptance, tau_prefixes
 from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
 from specsim.speculation.trees import best_first_tree
@@ -173,7 +175,8 @@ class Setup:
     drafter, a round takes one drafter pass (a parallel drafter, as in the article's tree
     figure), or one per level with `sequential_draft`. context: cached tokens per request, or a
     mix of contexts the batch's requests spread over evenly (the target's passes and memory
-    see each; the drafter's passes see their mean).
+    see each; the drafter's passes see their mean). engine: the host and launch terms a
+    serving engine adds around the kernels (None: the idealized GPU, no engine).
     """
 
     target: Model
@@ -186,6 +189,7 @@ class Setup:
     round_overhead_s: float = 0.0
     memory_fraction: float = 0.9
     precision: Precision = field(default_factory=Precision)
+    engine: Engine | None = None
 
 
 def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> SpeedupTable:
@@ -216,11 +220,11 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
         is_tree = candidates.max_width > 1
         extra = (slowdown - 1.0) * np.asarray(attention).reshape(b.size, nodes.size)
         verify = verify + extra[:, index.ravel()] * is_tree
+    if setup.drafter is not None:
+        passes = draft_passes(setup.drafter, grid_d)
+    else:
+        passes = grid_d if setup.sequential_draft else np.minimum(grid_d, 1.0)
     if setup.draft_cost is not None:
-        if setup.drafter is not None:
-            passes = draft_passes(setup.drafter, grid_d)
-        else:
-            passes = grid_d if setup.sequential_draft else np.minimum(grid_d, 1.0)
         draft = setup.draft_cost * np.repeat(baseline, candidates.nodes.size) * passes
     else:
         assert setup.drafter is not None
@@ -230,10 +234,15 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
                              precision=setup.precision)
     draft = np.where(grid_n > 0, draft, 0.0)
     k = candidates.nodes.size
+    overhead = setup.round_overhead_s
+    if setup.engine is not None:
+        baseline, verify, draft = _engine_times(setup, setup.engine, b, baseline, verify, draft,
+                                                np.where(grid_n > 0, passes, 0.0))
+        overhead += setup.engine.round_s
     return SpeedupTable(
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
-        round_overhead_s=setup.round_overhead_s, fits=_fits(setup, b, contexts),
+        round_overhead_s=overhead, fits=_fits(setup, b, contexts),
         context=float(contexts.mean()))
 
 
@@ -245,6 +254,20 @@ def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, no
         raise SpecError("option --nodes: need one or more node counts")
     cands = candidates_for(setup.drafter, profile, shape=shape, max_nodes=int(n.max()))
     return speedup_table(setup, batch, cands)
+
+
+def _engine_times(setup: Setup, engine: Engine, batch: FloatArray, baseline: FloatArray,
+                  verify: FloatArray, draft: FloatArray, passes: FloatArray
+                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Kernel times turned into engine times (see `engine_time`)."""
+    hw = setup.hardware
+    kernels = engine_time.model_kernels(engine, setup.target)
+    if setup.drafter is None and setup.draft_cost == 0.0:
+        passes = np.zeros_like(passes)  # free drafting (prompt lookup): no drafter pass
+    return (engine_time.pass_s(engine, hw, baseline, kernels, batch),
+            engine_time.pass_s(engine, hw, verify, kernels, batch[:, None]),
+            engine_time.draft_s(engine, hw, draft, passes,
+                                engine_time.drafter_kernels(engine, setup.drafter)))
 
 
 def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:

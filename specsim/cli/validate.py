@@ -1,0 +1,91 @@
+"""CLI commands for engines and for validating predictions against published measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from specsim.cli.common import JsonOpt, app, command_group, echo, emit, to_json, to_table
+
+engines_app = command_group("engines", "Built-in serving engines (host and launch terms).")
+
+
+@engines_app.command("list")
+def engines_list(as_json: JsonOpt = False) -> None:
+    """List the built-in engines and their terms (ms, µs per eager launch)."""
+    from specsim.specs.engines import load_engine
+    from specsim.specs.io import builtin_names
+
+    rows = []
+    for slug in ["roofline", *builtin_names("engines")]:
+        e = load_engine(slug)
+        rows.append({"engine": slug, "launch": e.launch,
+                     "launch_us": e.kernel_launch_s * 1e6, "per_pass_ms": e.per_pass_s * 1e3,
+                     "per_request_us": e.per_request_s * 1e6,
+                     "drafter_pass_ms": e.drafter_pass_s * 1e3, "round_ms": e.round_s * 1e3,
+                     "efficiency": e.bandwidth_efficiency, "fitted_on_rows": len(e.fitted_on)})
+    emit(rows, as_json)
+
+
+@app.command()
+def validate(
+    published: Annotated[list[str] | None, typer.Option(
+        help="Published file (slug or YAML path); repeat for several (default: all built-in).")]
+    = None,
+    plot: Annotated[Path | None, typer.Option(help="Write predicted vs measured (PNG).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict every published row with tau held at its value; errors are held out by source."""
+    from specsim.measurement.published import load_published
+    from specsim.measurement.validate import validate as run
+
+    results = run(load_published(published))
+    rows = [_row(v) for v in results if v.predicted is not None]
+    skipped = [{"id": v.row.id, "reason": v.reason} for v in results if v.predicted is None]
+    summary = _summary(results)
+    if as_json:
+        echo(to_json({"rows": rows, "not_predicted": skipped, "summary": summary}))
+    else:
+        echo("engine: each row's own (published `engine`); tau held at the published value; "
+             "engine terms fitted on the other sources (held out)")
+        echo(to_table(rows))
+        echo("\n" + to_table(summary))
+        echo(f"\nnot predicted ({len(skipped)}):")
+        echo(to_table(skipped))
+    if plot is not None:
+        from specsim.present.plots import validation_figure
+
+        validation_figure(rows, plot)
+        if not as_json:
+            echo(f"\nwrote {plot}")
+
+
+def _row(v: Any) -> dict[str, Any]:
+    return {"id": v.row.id, "engine": v.row.engine, "gpu": v.row.hardware,
+            "model": v.row.model, "family": v.group, "batch": v.row.batch, "tau": v.row.tau,
+            "measured": v.row.speedup, "predicted": round(float(v.predicted), 3),
+            "error_pct": round(100 * float(v.error), 1),
+            "speedup_per_tau": round(float(v.predicted) / float(v.row.tau), 3),
+            "held_out": v.held_out}
+
+
+def _summary(results: list[Any]) -> list[dict[str, Any]]:
+    """Median absolute error overall and per engine, drafter family and batch."""
+    import numpy as np
+
+    done = [v for v in results if v.predicted is not None]
+    groups: list[tuple[str, list[Any]]] = [("all", done)]
+    for label, key in (("engine", lambda v: v.row.engine), ("family", lambda v: v.group),
+                       ("batch", lambda v: str(v.row.batch))):
+        for value in sorted({key(v) for v in done}):
+            groups.append((f"{label}={value}", [v for v in done if key(v) == value]))
+    out = []
+    for name, members in groups:
+        errors = np.array([v.error for v in members])
+        out.append({"group": name, "rows": len(members),
+                    "median_abs_error_pct": round(100 * float(np.median(np.abs(errors))), 1),
+                    "median_signed_error_pct": round(100 * float(np.median(errors)), 1),
+                    "wrong_sign": sum((v.predicted > 1) != (v.row.speedup > 1) for v in members)})
+    return out

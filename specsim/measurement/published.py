@@ -1,0 +1,122 @@
+"""Published speculative-decoding measurements (workloads/published/*.yaml), checked on load.
+
+Each file holds the rows of one source; a row names its model, GPU, engine, batch, method,
+shape, drafted tokens and depth (with `assumed` listing those the source does not give), the
+published tau (tokens per round, bonus included) and the measured speedup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specsim.errors import SpecError
+from specsim.specs.io import builtin_names, read_yaml, resolve_path
+
+NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
+REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "dataset", "method", "shape")
+# An engine specsim has no spec for: its rows are listed, never predicted.
+OTHER_ENGINE = "other"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedRow:
+    """One published measurement; tau or speedup may be missing (then it is not predicted)."""
+
+    id: str
+    file: str
+    source: str
+    model: str
+    hardware: str
+    engine: str
+    batch: int
+    tp: int
+    dataset: str
+    method: str
+    group: str
+    drafter_spec: str | None  # built-in drafter whose architecture times the drafting
+    drafter_takes_target_width: bool  # its layer copies the target's width (EAGLE, DFlash)
+    shape: str
+    draft_tokens: int | None
+    depth: int | None
+    tau: float | None
+    speedup: float | None
+    assumed: tuple[str, ...]
+
+
+def load_published(names: list[str] | None = None) -> list[PublishedRow]:
+    """Rows of the given files (slugs or paths; default every built-in file)."""
+    rows: list[PublishedRow] = []
+    for name in names if names is not None else builtin_names("published"):
+        path = resolve_path("published", name)
+        data = read_yaml(path)
+        items = data.get("rows")
+        if not isinstance(items, list):
+            raise SpecError(f"{path}: field 'rows' must be a list of rows")
+        rows += [_row(item, path, i) for i, item in enumerate(items)]
+    return rows
+
+
+def _row(item: object, path: Path, index: int) -> PublishedRow:
+    where = f"{path}: row {index + 1}"
+    if not isinstance(item, dict):
+        raise SpecError(f"{where}: must be a mapping of fields")
+    if "id" in item:
+        where = f"{path}: row '{item['id']}'"
+    for key in REQUIRED:
+        if item.get(key) in (None, ""):
+            raise SpecError(f"{where}: field '{key}' is missing")
+    _check_known(where, "models", str(item["model"]))
+    _check_known(where, "hardware", str(item["hardware"]))
+    if item["engine"] != OTHER_ENGINE:
+        _check_known(where, "engines", str(item["engine"]))
+    return PublishedRow(
+        id=str(item["id"]), file=path.stem, source=str(item["source"]),
+        model=str(item["model"]), hardware=str(item["hardware"]), engine=str(item["engine"]),
+        batch=_int(item, "batch", where), tp=_int(item, "tp", where, 1),
+        dataset=str(item["dataset"]), method=str(item["method"]),
+        group=str(item.get("group") or item["method"]),
+        drafter_spec=_drafter_spec(item, where),
+        drafter_takes_target_width=bool(item.get("drafter_takes_target_width", False)),
+        shape=str(item["shape"]),
+        draft_tokens=_optional_int(item, "draft_tokens", where),
+        depth=_optional_int(item, "depth", where),
+        tau=_optional_number(item, "tau", where), speedup=_optional_number(item, "speedup", where),
+        assumed=tuple(str(a) for a in item.get("assumed") or ()))
+
+
+def _drafter_spec(item: dict[str, object], where: str) -> str | None:
+    """The row's drafter spec: a built-in slug, "none" for drafting without a model (prompt
+    lookup), None when the row names none (it cannot be predicted)."""
+    value = item.get("drafter_spec")
+    if value is None:
+        return None
+    name = str(value)
+    if name != NO_DRAFTER_MODEL:
+        _check_known(where, "drafters", name)
+    return name
+
+
+def _check_known(where: str, kind: str, name: str) -> None:
+    if name not in builtin_names(kind):
+        raise SpecError(f"{where}: unknown {kind.rstrip('s')} '{name}'")
+
+
+def _int(item: dict[str, object], key: str, where: str, default: int | None = None) -> int:
+    value = item.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SpecError(f"{where}: field '{key}' must be a positive integer, got {value!r}")
+    return value
+
+
+def _optional_int(item: dict[str, object], key: str, where: str) -> int | None:
+    return None if item.get(key) is None else _int(item, key, where)
+
+
+def _optional_number(item: dict[str, object], key: str, where: str) -> float | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise SpecError(f"{where}: field '{key}' must be a positive number, got {value!r}")
+    return float(value)

@@ -1,0 +1,116 @@
+"""Engines, published rows and `validate`, pinned to published measurements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecError
+from specsim.measurement.published import load_published
+from specsim.measurement.validate import validate
+from specsim.specs.engines import load_engine
+from specsim.specs.hardware import load_hardware
+from specsim.speculation import engine_time
+from tests.test_cli import run
+
+ENGINE = {"name": "test", "version": "1", "launch": "eager", "source": "test numbers",
+          "kernel_launch_s": 1e-5, "per_pass_s": 1e-3}
+
+
+@pytest.fixture(scope="module")
+def results() -> list[Any]:
+    return validate(load_published())
+
+
+def test_eager_pass_is_the_longer_of_gpu_and_launch_time_plus_host(write_yaml: Any) -> None:
+    # Hand derivation: 1000 kernels x 10 us = 10 ms of launches; a 4 ms kernel pass is hidden
+    # behind them (asynchronous launches), a 30 ms one is not; + 1 ms of host work each.
+    engine = load_engine(str(write_yaml("e.yaml", ENGINE)))
+    hw = load_hardware("calibrated/a100-80g-sxm-vidur")  # calibrated: no efficiency transfer
+    got = engine_time.pass_s(engine, hw, np.array([4e-3, 30e-3]), 1000.0, 1.0)
+    np.testing.assert_allclose(got, [11e-3, 31e-3])
+
+
+@pytest.mark.parametrize("field, value", [("per_pass_s", -1e-3), ("round_s", "fast")])
+def test_engine_with_a_bad_overhead_names_file_and_field(write_yaml: Any, field: str,
+                                                         value: object) -> None:
+    path = write_yaml("bad.yaml", {**ENGINE, field: value})
+    with pytest.raises(SpecError, match=rf"bad.yaml.*{field}"):
+        load_engine(str(path))
+
+
+def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: Any) -> None:
+    row = {"id": "r1", "source": "s", "model": "qwen3-8b", "hardware": "h200",
+           "engine": "hf-eager", "batch": 1, "dataset": "d", "method": "dflash",
+           "shape": "chain"}
+    missing = write_yaml("p1.yaml", {"rows": [{k: v for k, v in row.items() if k != "batch"}]})
+    with pytest.raises(SpecError, match=r"p1.yaml: row 'r1': field 'batch' is missing"):
+        load_published([str(missing)])
+    unknown = write_yaml("p2.yaml", {"rows": [{**row, "model": "no-such-model"}]})
+    with pytest.raises(SpecError, match=r"p2.yaml: row 'r1': unknown model 'no-such-model'"):
+        load_published([str(unknown)])
+
+
+def test_cli_bad_published_file_is_one_line_and_exit_2(write_yaml: Any) -> None:
+    path = write_yaml("p.yaml", {"rows": [{"id": "x"}]})
+    out = run("validate", "--published", str(path))
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "p.yaml" in out.stderr
+
+
+def test_held_out_error_meets_the_issue_target(results: list[Any]) -> None:
+    """Issue 8 target: held-out median absolute error <= 10% on rows with a published tau."""
+    errors = [abs(v.error) for v in results if v.predicted is not None]
+    assert len(errors) >= 40
+    assert all(v.held_out for v in results if v.predicted is not None)
+    assert np.median(errors) <= 0.10
+
+
+def test_moe_target_gains_as_measured(results: list[Any]) -> None:
+    """DDTree paper, H200, Qwen3-Coder-30B-A3B HumanEval: DFlash 6.09x, DDTree 8.22x measured;
+    within 10% held out (the pure roofline gave 1.20x / 1.02x)."""
+    by_id = {v.row.id: v for v in results}
+    for row in ("ddtree-h200-qwen3coder30b-humaneval-dflash",
+                "ddtree-h200-qwen3coder30b-humaneval-ddtree"):
+        assert abs(by_id[row].error) <= 0.10
+
+
+@pytest.mark.parametrize("group", [
+    "parallel (dflash)",
+    pytest.param("eagle-family", marks=pytest.mark.xfail(strict=True, reason=(
+        "known miss, README 'Engines and validation': held out on DDTree's parallel drafter "
+        "alone, the per-level drafter cost is unidentified, giving 0.46 against 0.59"))),
+])
+def test_speedup_per_tau_shapes_at_batch_1(results: list[Any], group: str) -> None:
+    """Measured: speedup / tau about 0.55-0.6 for EAGLE-family, about 0.7 for parallel drafters
+    (Spec-Bench A100, DDTree H200); predicted medians within +-0.1 of the measured medians."""
+    rows = [v for v in results if v.predicted is not None and v.group == group]
+    predicted = np.median([v.predicted / v.row.tau for v in rows])
+    measured = np.median([v.row.speedup / v.row.tau for v in rows])
+    assert abs(predicted - measured) <= 0.1
+
+
+def test_no_row_is_dropped(results: list[Any]) -> None:
+    rows = load_published()
+    assert [v.row.id for v in results] == [r.id for r in rows]
+    assert all(v.reason for v in results if v.predicted is None)
+
+
+def test_validate_json(tmp_path: Path) -> None:
+    out = run("validate", "--json", "--plot", str(tmp_path / "v.png"))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["summary"][0]["group"] == "all"
+    assert len(data["rows"]) + len(data["not_predicted"]) == len(load_published())
+    assert (tmp_path / "v.png").stat().st_size > 0
+
+
+def test_speedup_names_its_engine() -> None:
+    out = run("speedup", "-d", "dflash-qwen3-8b", "--alpha", "0.8", "--shape", "chain",
+              "--nodes", "0,7", "--batch", "1", "--engine", "vllm")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("engine: vllm")
