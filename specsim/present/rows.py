@@ -139,7 +139,7 @@ def roofline_op_rows(cost: PassCost) -> list[Row]:
                 "tokens": int(round(n[i])), "op": op.name, "class": op.op_class,
                 "layers": op.layers, "time_ms": float(c.total_time_s[i] * 1e3),
                 "bound": "compute" if c.compute_bound[i] else (
-                    "link" if op.op_class == "communication" else "memory"),
+                    "link" if op.op_class in ("communication", "all_to_all") else "memory"),
                 "weight_bytes": float(op.weight_bytes[i] * op.layers),
                 "activation_bytes": float(op.activation_bytes[i] * op.layers),
                 "kv_read_bytes": float(op.kv_read_bytes[i] * op.layers),

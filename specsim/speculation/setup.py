@@ -38,7 +38,8 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
                drafter: str | None = None, alpha: float | None = None,
                workload: str | None = None, context: float | tuple[float, ...] | None = None,
                tp: int = 1, draft_cost: float | None = None,
-               precision: Precision | None = None) -> tuple[Setup, AcceptanceProfile]:
+               precision: Precision | None = None, ep: int = 1
+               ) -> tuple[Setup, AcceptanceProfile]:
     """The setup and acceptance profile of a speculation question, from spec names.
 
     hardware, model, drafter, workload: built-in slugs or YAML paths. model defaults to the
@@ -55,5 +56,5 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
         context = load.context if load else DEFAULT_CONTEXT_TOKENS
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
                   context=context, tp=tp, draft_cost=draft_cost,
-                  precision=precision or Precision())
+                  precision=precision or Precision(), ep=ep)
     return setup, profile

@@ -173,7 +173,8 @@ class Setup:
     drafter, a round takes one drafter pass (a parallel drafter, as in the article's tree
     figure), or one per level with `sequential_draft`. context: cached tokens per request, or a
     mix of contexts the batch's requests spread over evenly (the target's passes and memory
-    see each; the drafter's passes see their mean).
+    see each; the drafter's passes see their mean). ep: GPUs the target's routed experts are
+    spread over (its passes and memory; the drafter's passes keep ep = 1).
     """
 
     target: Model
@@ -186,6 +187,7 @@ class Setup:
     round_overhead_s: float = 0.0
     memory_fraction: float = 0.9
     precision: Precision = field(default_factory=Precision)
+    ep: int = 1
 
 
 def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> SpeedupTable:
@@ -202,13 +204,13 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     t = setup.target
     contexts = np.atleast_1d(np.asarray(setup.context, dtype=np.float64))
     baseline = pass_cost(t, setup.hardware, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
-                         precision=setup.precision).time_s
+                         precision=setup.precision, ep=setup.ep).time_s
     # Verification depends on (B, N) only: time each distinct N once, then gather.
     nodes, index = np.unique(candidates.nodes, return_inverse=True)
     cost = pass_cost(
         t, setup.hardware,
         batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
-        tp=setup.tp, precision=setup.precision)
+        tp=setup.tp, precision=setup.precision, ep=setup.ep)
     verify = cost.time_s.reshape(b.size, nodes.size)[:, index.ravel()]
     slowdown = setup.hardware.efficiency.tree_attention_slowdown
     if slowdown != 1.0:  # tree masks fall off the fast causal attention kernels
@@ -250,7 +252,7 @@ def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, no
 def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
     """Whether the target, the drafter and their caches fit, at the setup's precision."""
     plan = serving_memory(setup.target, setup.hardware, batch, tuple(contexts.tolist()),
-                          drafter=setup.drafter, tp=setup.tp,
+                          drafter=setup.drafter, tp=setup.tp, ep=setup.ep,
                           memory_fraction=setup.memory_fraction, precision=setup.precision)
     return plan.fits
 
