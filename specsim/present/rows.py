@@ -58,6 +58,16 @@ def hardware_rows(hw: Hardware) -> list[Row]:
          "source": calibrated},
         {"field": "pass_overhead_us", "value": eff.pass_overhead_s * 1e6, "source": calibrated},
     ]
+    if not hw.is_calibrated:  # what a GPU without measurements can expect (transferred terms)
+        from specsim.specs.transferred import SOURCE, expected_error_text, transferred_gemm
+
+        rows += [
+            {"field": "transferred_gemm_efficiency",
+             "value": _efficiency_text(transferred_gemm(hw.sm_count)),
+             "source": f"{SOURCE}; use --hardware transferred/{hw.slug}"},
+            {"field": "transferred_expected_error", "value": expected_error_text(),
+             "source": SOURCE},
+        ]
     return rows
 
 
