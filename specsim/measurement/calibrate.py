@@ -143,13 +143,11 @@ def _fit_roofline(memory: FloatArray, compute: FloatArray, time: FloatArray, *,
 
 
 def cross_gpu_priors(sm_count: int) -> dict[str, Prior]:
-    """Weak priors on every fitted GEMM field at the transferred (cross-GPU) values."""
+    """Weak priors at the transferred (cross-GPU) values on the roofline fields: bandwidth,
+    flops and floor. The shape terms get none: their flat ends (no tile padding, a hard max)
+    are legitimate answers a prior would wrongly pull away from."""
     eff = transferred_gemm(sm_count)
-    names = ("bandwidth", "flops", "floor_s", "overlap_p", "tile_fraction", "epilogue_k")
-    priors = {name: Prior(float(getattr(eff, name))) for name in names}
-    if sm_count:
-        priors["wave_fraction"] = Prior(eff.wave_fraction)
-    return priors
+    return {name: Prior(float(getattr(eff, name))) for name in ("bandwidth", "flops", "floor_s")}
 
 
 def _tree_slowdown(points: pd.DataFrame) -> float:

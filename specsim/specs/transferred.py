@@ -18,8 +18,8 @@ time (`tests/test_vidur_calibration.py`, `benchmarks/calibration_table.py`):
 
 The values below are the mean of the two GPUs' all-model fits, rounded; `specsim hardware
 show` prints them for every datasheet profile, `transferred/<slug>` (e.g.
-`--hardware transferred/h100-sxm`) uses them, and `specsim calibrate` takes them as the weak
-priors of its fit.
+`--hardware transferred/h100-sxm`) uses them, and `specsim calibrate` takes the bandwidth,
+flops and floor as the weak priors of its fit.
 """
 
 from __future__ import annotations
