@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specsim.measurement.calibrate import calibrate, predict_s
+from specsim.measurement.calibrate import REGIONS, calibrate, predict_s
 from specsim.measurement.gemm_fit import fit_gemm_efficiency
 from specsim.measurement.tables import from_vidur
 from specsim.present.plots import calibration_figure
@@ -40,8 +40,8 @@ def three_parameter(points, hw):  # type: ignore[no-untyped-def]
     return dataclasses.replace(hw, efficiency=dataclasses.replace(hw.efficiency, gemm=eff))
 
 
-def mape(measured: np.ndarray, predicted: np.ndarray) -> float:
-    return float(np.mean(np.abs(predicted / measured - 1)) * 100)
+def mape(measured, predicted) -> float:  # type: ignore[no-untyped-def]
+    return float(np.mean(np.abs(np.asarray(predicted) / np.asarray(measured) - 1)) * 100)
 
 
 def main() -> None:
@@ -50,6 +50,7 @@ def main() -> None:
           "and TP degrees\n")
     print("| GPU | model | datasheet | 3-parameter fit | calibrated |")
     print("|---|---|---:|---:|---:|")
+    fitted = {}
     for device, slug in DEVICES:
         points = from_vidur(root, device)
         start = time.perf_counter()
@@ -72,12 +73,48 @@ def main() -> None:
                    pooled.values()]
         print(f"| {device} | **all held-out models** | {all_err[0]:.1f} | {all_err[1]:.1f} | "
               f"**{all_err[2]:.1f}** |")
+        held = sums[sums["model"] != TRAIN]
+        for name, low, high in REGIONS:
+            part = held[(held["m"] > low) & (held["m"] <= high)]
+            print(f"| {device} | held-out, {name} | {mape(part['time_s'], part['datasheet_s']):.1f}"
+                  f" | {mape(part['time_s'], part['three_s']):.1f} | "
+                  f"{mape(part['time_s'], part['predicted_s']):.1f} |")
+        eff = result.hardware.efficiency.gemm
+        fitted[device] = result
+        print(f"<!-- {device}: bandwidth {eff.bandwidth:.3f}, flops {eff.flops:.3f}, floor "
+              f"{eff.floor_s * 1e6:.2f} us, p {eff.overlap_p:.2f}, tile {eff.tile_fraction:.2f}, "
+              f"epilogue {eff.epilogue_k:.0f}, wave {eff.wave_fraction:.2f}; notes: "
+              f"{list(result.notes)} -->")
         print(f"<!-- {device}: fit and prediction of {len(points)} points took {fit_s:.2f} s -->")
         if device == "a100":
             out = REPO / "reports" / "calibration-a100.png"
             calibration_figure(result.points, out,
                                title=f"A100 80GB, trained on {TRAIN}: per-layer weight GEMMs")
+    transfer(root)
     print("\nwrote reports/calibration-a100.png")
+
+
+def transfer(root: Path) -> None:
+    """Hold one GPU out entirely: fit every model of the other, apply to its datasheet."""
+    print("\nTransfer (fit every model of one GPU; predict the other from its datasheet):\n")
+    print("| fitted on | predicted | all n | n <= 64 | 65-512 | > 512 |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (src, src_slug), (dst, dst_slug) in (DEVICES, DEVICES[::-1]):
+        fit = calibrate(from_vidur(root, src), load_hardware(src_slug), source="table")
+        gemm = dataclasses.replace(fit.hardware.efficiency.gemm,
+                                   sm_count=load_hardware(dst_slug).sm_count)
+        target = load_hardware(dst_slug)
+        hw = dataclasses.replace(target, efficiency=dataclasses.replace(
+            target.efficiency, gemm=gemm))
+        pts = from_vidur(root, dst)
+        pts = pts[pts["op_class"] == "gemm"].reset_index(drop=True)
+        pts["predicted_s"] = predict_s(pts, hw)
+        sums = pts.groupby(["model", "tp", "m"], as_index=False)[["time_s", "predicted_s"]].sum()
+        cells = [mape(sums["time_s"], sums["predicted_s"])]
+        for _, low, high in REGIONS:
+            part = sums[(sums["m"] > low) & (sums["m"] <= high)]
+            cells.append(mape(part["time_s"], part["predicted_s"]))
+        print(f"| {src} | {dst} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
 
 
 if __name__ == "__main__":

@@ -381,3 +381,31 @@ def test_default_fit_leaves_out_the_wave_term_without_an_sm_count() -> None:
     assert "wave_fraction" not in diag.params and eff.wave_fraction == 0.0
     with pytest.raises(SpecError, match="sm_count"):
         fit_gemm_efficiency(m, k, n, t, **A100, params=("flops", "wave_fraction"))
+
+
+def test_a_field_the_points_cannot_identify_keeps_its_prior_and_says_why() -> None:
+    # Only n = 1 points: every GEMM is memory-bound, so nothing measures the flop rate; the
+    # fit keeps the prior's flops (0.7) and names it, and bandwidth stays at most 1.
+    from specsim.measurement.gemm_fit import Prior
+
+    k = np.array([1024.0, 4096.0, 8192.0, 2048.0, 4096.0])
+    n = np.array([1024.0, 4096.0, 8192.0, 8192.0, 14336.0])
+    truth = GemmEfficiency(bandwidth=0.85, flops=0.6, floor_s=3e-6)
+    t = gemm_time_s(1.0, k, n, **A100, eff=truth)
+    priors = {"bandwidth": Prior(0.8), "flops": Prior(0.7), "floor_s": Prior(4e-6)}
+    eff, diag = fit_gemm_efficiency(np.ones(5), k, n, t, **A100,
+                                    params=("bandwidth", "flops", "floor_s"), priors=priors)
+    assert eff.flops == 0.7
+    assert [name for name, _ in diag.kept_priors] == ["flops"]
+    assert "do not identify" in diag.kept_priors[0][1]
+    assert eff.bandwidth == pytest.approx(0.85, rel=0.02) and eff.bandwidth <= 1.0
+
+
+def test_an_efficiency_above_the_datasheet_cannot_be_fitted() -> None:
+    # Kernels 20% faster than the datasheet allows: the fraction stops at its bound (< 1)
+    # and the diagnostics say so, instead of returning 1.2.
+    m = np.array([1.0, 2.0, 4.0, 8.0] * 3)
+    k = np.repeat([4096.0, 8192.0, 2048.0], 4)
+    t = gemm_time_s(m, k, 8192.0, **A100) / 1.2
+    eff, diag = fit_gemm_efficiency(m, k, 8192.0, t, **A100, params=("bandwidth", "floor_s"))
+    assert eff.bandwidth <= 1.0 and diag.at_bound == ("bandwidth",)

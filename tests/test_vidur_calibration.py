@@ -24,6 +24,7 @@ error); the tests use no other.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -361,3 +362,149 @@ def test_attention_reader_rejects_missing_column_and_negative_time(tmp_path: Pat
     pd.DataFrame([row]).drop(columns="kv_cache_size").to_csv(path, index=False)
     with pytest.raises(SpecError, match="missing column 'kv_cache_size'"):
         read_vidur_attention(path)
+
+
+# --- issue 12: physical parameters, regions, smallest-to-largest, transfer, attention ----------
+
+SMALLEST, LARGEST = "microsoft/phi-2", ("Qwen/Qwen-72B", "meta-llama/Llama-2-70b-hf")
+
+
+def _fit_models(gemms: pd.DataFrame, device: str, models: list[str]) -> GemmEfficiency:
+    from specsim.measurement.calibrate import cross_gpu_priors
+
+    train = gemms[gemms["model"].isin(models)]
+    bandwidth, flops = DATASHEET[device]
+    eff, diag = fit_gemm_efficiency(
+        train["num_tokens"].to_numpy(dtype=float), train["k"].to_numpy(), train["n"].to_numpy(),
+        train["time_s"].to_numpy(), weight_bytes_per_param=2.0, act_bytes_per_elem=2.0,
+        bandwidth_bytes_per_s=bandwidth, flops_per_s=flops,
+        base=GemmEfficiency(sm_count=SM_COUNT[device]), priors=cross_gpu_priors(SM_COUNT[device]))
+    assert diag.converged and diag.kept_priors == ()  # these tables identify every field
+    return eff
+
+
+def _region(errors: pd.DataFrame, low: float, high: float) -> float:
+    rows = errors[(errors["num_tokens"] > low) & (errors["num_tokens"] <= high)]
+    return float(rows["error"].mean())
+
+
+@needs_data
+@pytest.mark.parametrize("device", ["a100", "a40"])
+@pytest.mark.parametrize("train", [[TRAIN_MODEL], [SMALLEST], [TRAIN_MODEL, SMALLEST]])
+def test_fitted_parameters_are_physical(mlp: pd.DataFrame, device: str, train: list[str]) -> None:
+    gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+    eff = _fit_models(gemms, device, train)
+    assert 0.5 < eff.bandwidth <= 1.0 and 0.5 < eff.flops <= 1.0
+    assert eff.floor_s >= 0.0 and eff.epilogue_k >= 0.0
+
+
+@needs_data
+@pytest.mark.parametrize("device", ["a100", "a40"])
+def test_decode_region_error_on_held_out_models(mlp: pd.DataFrame, device: str) -> None:
+    # Target n <= 64 within 6%: measured 5.1% (A100) and 3.6% (A40) trained on Llama-2-7B.
+    gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+    errors = _holdout_errors(mlp, device, _fit_models(gemms, device, [TRAIN_MODEL]))
+    assert _region(errors, 0, 64) <= 0.06
+    assert _region(errors, 512, np.inf) <= 0.04
+
+
+@needs_data
+@pytest.mark.parametrize("device", ["a100", "a40"])
+def test_trained_on_the_smallest_model_predicts_the_largest(mlp: pd.DataFrame, device: str
+                                                             ) -> None:
+    # phi-2 (2.7B; shards of 3-50 MB) -> Qwen-72B and Llama-2-70B (shards up to 940 MB).
+    # Measured: A100 4.4% and 3.6%, A40 4.4% and 3.8%; decode region <= 5.5%.
+    gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+    errors = _layer_errors(mlp, device, _fit_models(gemms, device, [SMALLEST]))
+    for model in LARGEST:
+        rows = errors[errors["model"] == model]
+        assert rows["error"].mean() <= 0.045, (model, rows["error"].mean())
+        assert _region(rows, 0, 64) <= 0.06
+
+
+@needs_data
+@pytest.mark.parametrize("device", ["a100", "a40"])
+def test_held_out_by_weight_matrix_size(mlp: pd.DataFrame, device: str) -> None:
+    # Train on every GEMM whose weight shard is < 64 MB, predict the larger ones: 5.0% (A100)
+    # and 6.1% (A40) per single GEMM, against 4.8% and 5.9% for a fit that saw them.
+    gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+    size = gemms["k"] * gemms["n"] * 2.0
+    small, large = gemms[size < 64e6], gemms[size >= 64e6]
+    eff = _fit_models(small.assign(model="small"), device, ["small"])
+    seen = _fit_models(gemms.assign(model="all"), device, ["all"])
+    held = np.abs(_predict(large, device, eff) / large["time_s"].to_numpy() - 1.0).mean()
+    fitted = np.abs(_predict(large, device, seen) / large["time_s"].to_numpy() - 1.0).mean()
+    assert held <= fitted + 0.01
+    assert held <= 0.065
+
+
+def _transfer_errors(mlp: pd.DataFrame, source: str, target: str,
+                     own_fractions: bool = False) -> pd.DataFrame:
+    """Fit every model of `source`; apply its terms to `target`'s datasheet (its SM count)."""
+    src = mlp[(mlp["device"] == source) & mlp["op"].isin(GEMM_OPS)]
+    eff = _fit_models(src, source, sorted(src["model"].unique()))
+    eff = dataclasses.replace(eff, sm_count=SM_COUNT[target])
+    if own_fractions:
+        dst = mlp[(mlp["device"] == target) & mlp["op"].isin(GEMM_OPS)]
+        own = _fit_models(dst, target, sorted(dst["model"].unique()))
+        eff = dataclasses.replace(eff, bandwidth=own.bandwidth, flops=own.flops)
+    return _layer_errors(mlp, target, eff)
+
+
+@needs_data
+@pytest.mark.parametrize(("source", "target", "measured"),
+                         [("a100", "a40", 0.064), ("a40", "a100", 0.059)])
+def test_transfer_to_a_gpu_without_measurements(mlp: pd.DataFrame, source: str, target: str,
+                                                measured: float) -> None:
+    # Leave one GPU out entirely: the transferred terms predict it within 6.4% / 5.9%
+    # (the datasheet alone: ~30%); with its own bandwidth and flops fractions put back, the
+    # shape terms carry over (<= 4.5%). The error is in those two fractions.
+    errors = _transfer_errors(mlp, source, target)
+    assert errors["error"].mean() == pytest.approx(measured, abs=0.004)
+    assert _region(errors, 0, 64) <= 0.06
+    assert _transfer_errors(mlp, source, target, own_fractions=True)["error"].mean() <= 0.045
+
+
+@needs_data
+@pytest.mark.xfail(strict=True, reason="target <= 4% on a GPU held out entirely is NOT met "
+                   "(6.4% / 5.9%): the bandwidth and flops fractions differ between the A100 "
+                   "(0.80 / 0.75) and the A40 (0.76 / 0.79), and two GPUs cannot predict them")
+def test_transfer_target_of_four_percent(mlp: pd.DataFrame) -> None:
+    for source, target in (("a100", "a40"), ("a40", "a100")):
+        assert _transfer_errors(mlp, source, target)["error"].mean() <= 0.04
+
+
+@needs_data
+def test_transferred_constants_are_the_mean_of_the_two_gpus(mlp: pd.DataFrame) -> None:
+    from specsim.specs.transferred import TRANSFERRED_GEMM
+
+    fits = []
+    for device in ("a100", "a40"):
+        gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+        fits.append(_fit_models(gemms, device, sorted(gemms["model"].unique())))
+    for name, tol in (("bandwidth", 0.01), ("flops", 0.01), ("tile_fraction", 0.02),
+                      ("overlap_p", 0.1), ("epilogue_k", 5.0), ("wave_fraction", 0.02)):
+        mean = np.mean([getattr(f, name) for f in fits])
+        assert getattr(TRANSFERRED_GEMM, name) == pytest.approx(mean, abs=tol), name
+    assert TRANSFERRED_GEMM.floor_s == pytest.approx(np.mean([f.floor_s for f in fits]),
+                                                     rel=0.1)
+
+
+@needs_data
+def test_attention_calibration_is_physical_and_measured() -> None:
+    from specsim.measurement.calibrate import calibrate
+    from specsim.measurement.tables import from_vidur
+    from specsim.specs.hardware import load_hardware
+
+    result = calibrate(from_vidur(VIDUR_DIR, "a100"), load_hardware("a100-80g-sxm"),
+                       train_models=[TRAIN_MODEL], source="test")
+    att = result.hardware.efficiency.attention
+    assert att.bandwidth <= 1.0 and att.flops <= 1.0 and att.floor_s > 0
+    points = result.points[(result.points["op_class"] == "attention")
+                           & (result.points["split"] == "holdout")]
+    error = (points["predicted_s"] / points["time_s"] - 1.0).abs()
+    # Measured 11.4% decode, 9.9% prefill (datasheet 48%); the 6% target is not met.
+    assert error.mean() <= 0.12
+    assert "region" in result.region_errors.columns
+    assert set(result.region_errors["region"]) == {"n<=64", "65-512", ">512"}
+    assert "weight_size" in result.size_errors.columns

@@ -39,6 +39,10 @@ HardwareOpt = Annotated[str, typer.Option(
 ModelOpt = Annotated[str, typer.Option(
     "--model", "-m", help="Target model: a built-in slug (`specsim models list`) or a YAML path.")]
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree (GPUs per replica).")]
+EpOpt = Annotated[int, typer.Option(
+    "--ep", help="Expert-parallel degree: GPUs the routed experts of a MoE model are spread "
+    "over (E / EP whole experts each, plus an all-to-all per MoE layer); 1 = experts split by "
+    "--tp.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON rows.")]
 ContextOpt = Annotated[str | None, typer.Option(
     "--context", help="Cached tokens per request, or a mix of lengths the batch's requests "

@@ -9,6 +9,7 @@ from specsim.cli.common import (
     DEFAULT_MODEL,
     ComputeDtypeOpt,
     ContextOpt,
+    EpOpt,
     HardwareOpt,
     JsonOpt,
     KvDtypeOpt,
@@ -39,6 +40,7 @@ def roofline(
     queries: Annotated[int, typer.Option(
         help="Tokens per request (1 = decoding; N+1 = verifying N drafted tokens).")] = 1,
     tp: TpOpt = 1,
+    ep: EpOpt = 1,
     weight_dtype: WeightDtypeOpt = "",
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
@@ -52,7 +54,7 @@ def roofline(
     hw, target = _load(hardware, model)
     cost = sweep(target, hw, parse_ints(tokens, "--tokens"),
                  context=parse_context(context) or 0.0, queries=queries, tp=tp,
-                 precision=precision(weight_dtype, kv_dtype, compute_dtype))
+                 precision=precision(weight_dtype, kv_dtype, compute_dtype), ep=ep)
     emit(roofline_op_rows(cost) if by_op else roofline_rows(cost), as_json)
 
 
@@ -66,6 +68,7 @@ def memory(
     drafter: Annotated[str | None, typer.Option(
         help="Drafter spec (slug or YAML) whose own cache and weights are added.")] = None,
     tp: TpOpt = 1,
+    ep: EpOpt = 1,
     memory_fraction: Annotated[float, typer.Option(
         help="Share of HBM the engine may use (vLLM gpu_memory_utilization).")] = 0.9,
     weight_dtype: WeightDtypeOpt = "",
@@ -81,11 +84,12 @@ def memory(
     ctx = parse_context(context) or 0.0
     plan = serving_memory(target, hw, parse_ints(requests, "--requests"), ctx,
                           drafter=_load_drafter(drafter, target) if drafter else None, tp=tp,
-                          memory_fraction=memory_fraction,
+                          memory_fraction=memory_fraction, ep=ep,
                           precision=precision(weight_dtype, kv_dtype))
     if as_json:
         echo(to_json(memory_rows(plan)))
         return
     echo(to_table(memory_rows(plan)))
     echo(f"\nmax concurrent requests at {context_text(ctx)} tokens: {plan.max_requests} "
-         f"({memory_fraction:.0%} of {hw.hbm_capacity_bytes / 1e9:g} GB, TP {tp})")
+         f"({memory_fraction:.0%} of {hw.hbm_capacity_bytes / 1e9:g} GB, TP {tp}"
+         + (f", EP {ep})" if ep > 1 else ")"))

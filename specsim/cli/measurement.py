@@ -183,8 +183,13 @@ def _write_csv(frame: Any, path: Path) -> None:
 def _report(result: Any, out: Path, as_json: bool) -> None:
     errors = result.errors.round(2).to_dict("records")
     layers = result.layer_errors.round(2).to_dict("records") if len(result.layer_errors) else []
+    regions = result.region_errors.round(2).to_dict("records") \
+        if len(result.region_errors) else []
+    sizes = result.size_errors.round(2).to_dict("records") if len(result.size_errors) else []
     if as_json:
         echo(to_json({"errors": errors, "summed_gemm_errors": layers,
+                      "summed_gemm_errors_by_region": regions,
+                      "gemm_errors_by_weight_size": sizes, "notes": list(result.notes),
                       "tree_attention_slowdown": result.tree_attention_slowdown,
                       "out": str(out)}))
         return
@@ -192,5 +197,13 @@ def _report(result: Any, out: Path, as_json: bool) -> None:
     if layers:
         echo("\nGEMM time summed per (model, TP, n), e.g. one layer's weight GEMMs:")
         echo(to_table(layers))
+    if regions:
+        echo("\nthe same by token region:")
+        echo(to_table(regions))
+    if sizes:
+        echo("\nsingle GEMMs by weight-shard size:")
+        echo(to_table(sizes))
+    for note in result.notes:
+        echo(f"note: {note}")
     echo(f"\ntree-masked / causal attention: {result.tree_attention_slowdown:.2f}x")
     echo(f"wrote {out}")

@@ -10,6 +10,7 @@ from specsim.cli.common import (
     DEFAULT_HARDWARE,
     ComputeDtypeOpt,
     ContextOpt,
+    EpOpt,
     HardwareOpt,
     JsonOpt,
     KvDtypeOpt,
@@ -80,7 +81,7 @@ def drafters_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
 
 def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float | None,
            workload: str | None, context: str | None, tp: int, draft_cost: float | None,
-           dtypes: tuple[str, str, str], engine: str = DEFAULT_ENGINE
+           dtypes: tuple[str, str, str], engine: str = DEFAULT_ENGINE, ep: int = 1
            ) -> tuple[Any, Any]:
     """The library's setup and acceptance profile from the options they share."""
     from specsim.speculation.setup import load_setup
@@ -88,7 +89,7 @@ def _setup(hardware: str, model: str | None, drafter: str | None, alpha: float |
     return load_setup(hardware=hardware, model=model, drafter=drafter, alpha=alpha,
                       workload=workload, context=parse_context(context), tp=tp,
                       draft_cost=draft_cost, precision=precision(*dtypes),
-                      engine=engine)
+                      engine=engine, ep=ep)
 
 
 @app.command()
@@ -105,6 +106,7 @@ def speedup(
     = TREE_NODES,
     shape: ShapeOpt = "tree",
     tp: TpOpt = 1,
+    ep: EpOpt = 1,
     weight_dtype: WeightDtypeOpt = "",
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
@@ -119,7 +121,7 @@ def speedup(
     from specsim.speculation.speedup import best_per_nodes, speedup_sweep
 
     setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
-                            (weight_dtype, kv_dtype, compute_dtype), engine)
+                            (weight_dtype, kv_dtype, compute_dtype), engine, ep)
     wanted = parse_ints(nodes, "--nodes")
     table = speedup_sweep(setup, profile, parse_ints(batch, "--batch"), wanted, shape=shape)
     if plot is not None:
@@ -151,6 +153,7 @@ def recommend(
     shape: ShapeOpt = "auto",
     objective: Annotated[str, typer.Option(help="speedup or throughput.")] = "speedup",
     tp: TpOpt = 1,
+    ep: EpOpt = 1,
     weight_dtype: WeightDtypeOpt = "",
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
@@ -163,7 +166,7 @@ def recommend(
     from specsim.speculation.recommend import sglang_algorithm, vllm_flag
 
     setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
-                            (weight_dtype, kv_dtype, compute_dtype), engine)
+                            (weight_dtype, kv_dtype, compute_dtype), engine, ep)
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
                         shape=shape, objective=objective)
     rows = [{"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,

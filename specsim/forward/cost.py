@@ -49,7 +49,7 @@ class OpCost:
 
     @property
     def compute_bound(self) -> BoolArray:
-        if self.op.op_class == "communication":
+        if self.op.op_class in ("communication", "all_to_all"):
             return np.zeros(self.time_s.shape, dtype=bool)
         return np.asarray(self.op.flops / self.flops_per_s > self.op.bytes_
                           / self.bandwidth_bytes_per_s)
@@ -111,6 +111,10 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
             time = op.gemm_count * time
         return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * eff.gemm.bandwidth,
                       flops_per_s=peak * eff.gemm.flops)
+    if op.op_class == "all_to_all":
+        return OpCost(op=op, time_s=all_to_all_time_s(op.bytes_, hw),
+                      bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
+                      flops_per_s=peak)
     if op.op_class == "communication":
         return OpCost(op=op, time_s=collective_time_s(op.bytes_, hw, tp),
                       bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
@@ -127,12 +131,19 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
 
 
 def pass_cost(model: Model, hw: Hardware, shape: PassShape, *, tp: int = 1,
-              precision: Precision | None = None) -> PassCost:
-    """Time S forward passes of `model` on `hw` with TP-way tensor parallelism."""
+              precision: Precision | None = None, ep: int = 1) -> PassCost:
+    """Time S forward passes of `model` on `hw` with TP-way tensor parallelism (and the routed
+    experts spread over `ep` GPUs)."""
     precision = precision or Precision()
-    ops = pass_work(model, shape, tp=tp, precision=precision)
+    ops = pass_work(model, shape, tp=tp, precision=precision, ep=ep)
     costs = tuple(op_cost(op, hw, compute_dtype=precision.compute_dtype, tp=tp) for op in ops)
     return PassCost(ops=costs, tokens=shape.tokens, overhead_s=hw.efficiency.pass_overhead_s)
+
+
+def all_to_all_time_s(bytes_: FloatArray, hw: Hardware) -> FloatArray:
+    """One all-to-all in which each GPU sends `bytes_`: latency + bytes / link bandwidth."""
+    return np.asarray(hw.interconnect_latency_s + bytes_ / hw.interconnect_bandwidth_bytes_per_s,
+                      dtype=np.float64)
 
 
 def collective_time_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
@@ -145,7 +156,7 @@ def collective_time_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
 
 def forward_time_s(model: Model, hw: Hardware, tokens: ArrayLike, *, context: ArrayLike = 0.0,
                    tokens_per_request: ArrayLike = 1.0, tp: int = 1,
-                   precision: Precision | None = None) -> FloatArray:
+                   precision: Precision | None = None, ep: int = 1) -> FloatArray:
     """T(n): seconds of a pass scoring n tokens in total, `tokens_per_request` per request.
 
     tokens: n, scalar or (S,); requests = n / tokens_per_request (fractional in expectation);
@@ -154,12 +165,12 @@ def forward_time_s(model: Model, hw: Hardware, tokens: ArrayLike, *, context: Ar
     n = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
     q = np.asarray(tokens_per_request, dtype=np.float64)
     shape = uniform_passes(q, n / q, context)
-    return pass_cost(model, hw, shape, tp=tp, precision=precision).time_s
+    return pass_cost(model, hw, shape, tp=tp, precision=precision, ep=ep).time_s
 
 
 def roofline(model: Model, hw: Hardware, tokens: ArrayLike, *,
              context: float | tuple[float, ...] = 0.0, queries: int = 1, tp: int = 1,
-             precision: Precision | None = None) -> PassCost:
+             precision: Precision | None = None, ep: int = 1) -> PassCost:
     """The passes of a T(n) sweep: n tokens scored per pass, `queries` per request.
 
     tokens: n, (S,); requests per pass = n / queries (fractional in expectation); context:
@@ -170,13 +181,14 @@ def roofline(model: Model, hw: Hardware, tokens: ArrayLike, *,
     n = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
     contexts = np.atleast_1d(np.asarray(context, dtype=np.float64))
     shape = batch_mix_passes(float(queries), n / queries, contexts)
-    return pass_cost(model, hw, shape, tp=tp, precision=precision)
+    return pass_cost(model, hw, shape, tp=tp, precision=precision, ep=ep)
 
 
 def decode_time_s(model: Model, hw: Hardware, batch: ArrayLike, *, context: ArrayLike = 0.0,
-                  tp: int = 1, precision: Precision | None = None) -> FloatArray:
+                  tp: int = 1, precision: Precision | None = None, ep: int = 1) -> FloatArray:
     """Seconds of one plain decoding step for `batch` requests at `context` cached tokens."""
-    return pass_cost(model, hw, decode_passes(batch, context), tp=tp, precision=precision).time_s
+    return pass_cost(model, hw, decode_passes(batch, context), tp=tp, precision=precision,
+                     ep=ep).time_s
 
 
 def knee_tokens(model: Model, hw: Hardware, *, context: float = 0.0, tp: int = 1,

@@ -18,7 +18,7 @@ from specsim.forward.shapes import BoolArray, FloatArray
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
-from specsim.specs.params import total_params, weight_bytes
+from specsim.specs.params import param_breakdown, total_params, weight_bytes
 
 if TYPE_CHECKING:
     from specsim.specs.drafters import Drafter
@@ -64,6 +64,19 @@ class CacheLayout:
     def bytes_per_token(self) -> float:
         """Bytes one more token of context adds, below every sliding window."""
         return float(sum(seg.bytes_per_token for seg in self.segments))
+
+
+def check_ep(model: Model, ep: int) -> None:
+    """EP must be 1, or divide the routed experts of a mixture-of-experts model."""
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise SpecError(f"expert parallel degree {ep!r} must be an integer >= 1")
+    if ep == 1:
+        return
+    if model.moe is None:
+        raise SpecError(f"expert parallel degree {ep}: {model.name} has no experts (not MoE)")
+    if model.moe.num_experts % ep:
+        raise SpecError(f"expert parallel degree {ep} must divide the {model.moe.num_experts} "
+                        f"routed experts of {model.name}")
 
 
 def kv_heads_per_gpu(kv_heads: int, tp: int) -> int:
@@ -173,12 +186,15 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
                 tp: int = 1, drafter_cache: CacheLayout | None = None,
                 drafter_weights_bytes: float = 0.0,
                 memory_fraction: float = DEFAULT_MEMORY_FRACTION, kv_dtype: str = "bf16",
-                weight_bytes_total: float | None = None) -> MemoryPlan:
+                weight_bytes_total: float | None = None, ep: int = 1,
+                expert_weight_bytes_total: float | None = None) -> MemoryPlan:
     """Memory per GPU for `requests` concurrent requests, each holding `context` tokens.
 
     context: one length, or a mix of lengths the requests spread over evenly (caches are then
     the mean per request). weight_bytes_total: the target's stored weights, bytes (default: at
-    the model's own dtypes).
+    the model's own dtypes). ep: GPUs the routed experts are spread over (1: experts split by
+    TP like the rest); expert_weight_bytes_total: the routed experts' share of the stored
+    weights (default: at the model's own expert dtype).
     """
     if not 0 < memory_fraction <= 1:
         raise SpecError(f"memory fraction must be in (0, 1], got {memory_fraction}")
@@ -188,7 +204,11 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
     r = np.atleast_1d(np.asarray(requests, dtype=np.float64))
     target = kv_layout(model, tp=tp, kv_dtype=kv_dtype).bytes_per_request(ctx).mean()
     drafter = drafter_cache.bytes_per_request(ctx).mean() if drafter_cache else np.float64(0.0)
-    weights = (weight_bytes(model) if weight_bytes_total is None else weight_bytes_total) / tp
+    total = weight_bytes(model) if weight_bytes_total is None else weight_bytes_total
+    experts = expert_weight_bytes(model) if expert_weight_bytes_total is None \
+        else expert_weight_bytes_total
+    check_ep(model, ep)
+    weights = weights_per_gpu_bytes(total, experts, tp=tp, ep=ep)
     return MemoryPlan(
         requests=r, context=float(ctx.mean()), weights_bytes=weights,
         drafter_weights_bytes=drafter_weights_bytes / tp,
@@ -196,6 +216,21 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
         target_kv_bytes=r * float(target), drafter_kv_bytes=r * float(drafter),
         capacity_bytes=hbm_capacity_bytes, usable_bytes=memory_fraction * hbm_capacity_bytes,
         per_request_bytes=float(target + drafter))
+
+
+def expert_weight_bytes(model: Model, weight_dtype: str = "") -> float:
+    """Bytes of the routed experts' weights as stored (0 for a dense model)."""
+    experts = param_breakdown(model).get("experts", 0.0)
+    per_param = BYTES_PER_PARAM[weight_dtype] if weight_dtype else model.expert_bytes_per_param
+    return float(experts * per_param)
+
+
+def weights_per_gpu_bytes(total_bytes: float, expert_bytes: float, *, tp: int, ep: int) -> float:
+    """Weight bytes on one GPU: everything split by TP, except that under expert parallelism
+    (ep > 1) the routed experts are spread whole over EP GPUs (experts / EP each)."""
+    if ep <= 1:
+        return total_bytes / tp
+    return (total_bytes - expert_bytes) / tp + expert_bytes / ep
 
 
 def stored_weight_bytes(model: Model, precision: Precision) -> float:
@@ -215,7 +250,7 @@ def _drafter_weight_bytes(drafter: Drafter, precision: Precision) -> float:
 def serving_memory(model: Model, hw: Hardware, requests: ArrayLike,
                    context: float | tuple[float, ...], *, drafter: Drafter | None = None,
                    tp: int = 1, memory_fraction: float = DEFAULT_MEMORY_FRACTION,
-                   precision: Precision | None = None) -> MemoryPlan:
+                   precision: Precision | None = None, ep: int = 1) -> MemoryPlan:
     """Memory per GPU of serving a target (and a drafter) at a precision on a GPU.
 
     The precision sets what the pass time also sees: stored weights (weight_dtype; the drafter
@@ -229,4 +264,5 @@ def serving_memory(model: Model, hw: Hardware, requests: ArrayLike,
         drafter_cache=drafter.cache_layout(tp=tp, kv_dtype=p.kv_dtype) if drafter else None,
         drafter_weights_bytes=_drafter_weight_bytes(drafter, p) if drafter else 0.0,
         memory_fraction=memory_fraction, kv_dtype=p.kv_dtype,
-        weight_bytes_total=stored_weight_bytes(model, p))
+        weight_bytes_total=stored_weight_bytes(model, p), ep=ep,
+        expert_weight_bytes_total=expert_weight_bytes(model, p.weight_dtype))

@@ -4,7 +4,9 @@ Each op of a decoder layer (and the few ops outside the layers) becomes an `Op` 
 its weight, activation, KV-read and KV-write bytes and its flops, as arrays over the S passes
 of a `PassShape`. Weight GEMMs also keep their shape (m x k times k x n, `count` of them),
 which calibrated GEMM models need. Tensor parallelism splits heads, MLP and experts over TP
-GPUs; the records describe ONE GPU's shard.
+GPUs; expert parallelism (EP > 1) instead places E / EP whole experts on each GPU and adds the
+all-to-all that dispatches tokens to their experts and combines the results. The records
+describe ONE GPU's shard.
 """
 
 from __future__ import annotations
@@ -14,7 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsim.errors import SpecError
-from specsim.forward.memory import attention_layer_kv_bytes_per_token, kv_heads_per_gpu
+from specsim.forward.memory import (
+    attention_layer_kv_bytes_per_token,
+    check_ep,
+    kv_heads_per_gpu,
+)
 from specsim.forward.shapes import FloatArray, PassShape
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.models import Model
@@ -58,8 +64,9 @@ def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens: 
 class _Builder:
     """Collects the ops of a pass for one model, shape, TP degree and precision."""
 
-    def __init__(self, model: Model, shape: PassShape, tp: int, precision: Precision) -> None:
-        self.model, self.shape, self.tp = model, shape, tp
+    def __init__(self, model: Model, shape: PassShape, tp: int, precision: Precision,
+                 ep: int = 1) -> None:
+        self.model, self.shape, self.tp, self.ep = model, shape, tp, ep
         self.n = shape.tokens
         self.zero = np.broadcast_to(0.0, self.n.shape)
         self.wb = BYTES_PER_PARAM[precision.weight_dtype or model.weight_dtype]
@@ -115,10 +122,12 @@ def _check_tp(model: Model, tp: int) -> None:
 
 
 def pass_work(model: Model, shape: PassShape, *, tp: int = 1,
-              precision: Precision | None = None) -> list[Op]:
-    """All ops of S forward passes of `model` on one GPU of a TP group."""
+              precision: Precision | None = None, ep: int = 1) -> list[Op]:
+    """All ops of S forward passes of `model` on one GPU of a TP group (and an EP group of
+    `ep` GPUs over which the routed experts are spread; 1 = experts split by TP)."""
     _check_tp(model, tp)
-    b = _Builder(model, shape, tp, precision or Precision())
+    check_ep(model, ep)
+    b = _Builder(model, shape, tp, precision or Precision(), ep)
     counts = model.layer_counts
     attn_layers = counts["full_attention"] + counts["sliding_attention"]
     if model.mla is not None:
@@ -240,12 +249,35 @@ def _mlp(b: _Builder) -> None:
     routed = b.n * moe.experts_per_token
     m_each = np.divide(routed, touched, out=np.zeros_like(routed), where=touched > 0)
     ff = moe.expert_intermediate_size / tp
+    if b.ep > 1:  # E / EP whole experts here: touched ones are E/EP (1 - (1 - k/E)^n)
+        ff, touched = moe.expert_intermediate_size, touched / b.ep
+        _all_to_all(b, layers)
     b.gemm("experts_up", layers, d, 2 * ff, m=m_each, count=touched, wb=b.expert_wb)
     b.gemm("experts_down", layers, ff, d, m=m_each, count=touched, wb=b.expert_wb)
     if moe.num_shared_experts:
         shared_ff = moe.num_shared_experts * moe.shared_expert_intermediate_size / tp
         b.gemm("shared_up", layers, d, 2 * shared_ff)
         b.gemm("shared_down", layers, shared_ff, d)
+
+
+def all_to_all_bytes(tokens: FloatArray, *, hidden_size: int, experts_per_token: int, ep: int,
+                     act_bytes: float) -> FloatArray:
+    """Bytes one GPU sends in ONE all-to-all (dispatch or combine) of a MoE layer.
+
+    Each of the `tokens` goes to its k experts; (EP - 1)/EP of them live on other GPUs (routing
+    uniform), and each copy is a hidden-sized activation: tokens x hidden x act bytes x k x
+    (EP - 1)/EP. The combine sends as much back.
+    """
+    return np.asarray(tokens * (hidden_size * act_bytes * experts_per_token * (ep - 1) / ep))
+
+
+def _all_to_all(b: _Builder, moe_layers: int) -> None:
+    """Dispatch and combine of every MoE layer under expert parallelism (two per layer)."""
+    moe = b.model.moe
+    assert moe is not None
+    sent = all_to_all_bytes(b.n, hidden_size=b.model.hidden_size,
+                            experts_per_token=moe.experts_per_token, ep=b.ep, act_bytes=b.ab)
+    b.other("all_to_all", "all_to_all", 2 * moe_layers, activation=sent)
 
 
 # Two fused add + RMSNorm kernels per layer, each reading the hidden state and the residual and

@@ -28,9 +28,10 @@ from specsim.errors import SpecError
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.ops import attention_work, sampling_bytes
 from specsim.forward.shapes import FloatArray, uniform_passes
-from specsim.measurement.gemm_fit import fit_gemm_efficiency, robust_log_fit
+from specsim.measurement.gemm_fit import Prior, fit_gemm_efficiency, robust_log_fit
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.hardware import Efficiency, GemmEfficiency, Hardware, OpEfficiency
+from specsim.specs.transferred import transferred_gemm
 
 # Columns of the tidy measurement table every reader produces.
 MEASUREMENT_COLUMNS = ("model", "tp", "op", "op_class", "dtype", "m", "k", "n", "count",
@@ -48,6 +49,9 @@ class Calibration:
     errors: pd.DataFrame  # model, op_class, split, points, mape_calibrated, mape_datasheet
     layer_errors: pd.DataFrame  # the same on GEMM time summed per (model, tp, m)
     tree_attention_slowdown: float
+    region_errors: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    size_errors: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    notes: tuple[str, ...] = ()  # fields the points could not identify, fields at a bound
 
 
 def assign_split(points: pd.DataFrame, train_models: Sequence[str] | None) -> pd.Series:
@@ -131,10 +135,19 @@ def _fit_roofline(memory: FloatArray, compute: FloatArray, time: FloatArray, *,
                             floor_s=float(np.exp(x[-1])))
 
     start = np.log([0.8] + ([0.6] if fit_flops else []) + [max(float(time.min()) / 2, 1e-9)])
+    # Physical: no kernel beats the datasheet (fractions <= 1), floors are >= 0.
     bounds = (np.log([0.05] + ([0.01] if fit_flops else []) + [1e-12]),
-              np.log([1.5] + ([1.5] if fit_flops else []) + [1.0]))
+              np.log([1.0] + ([1.0] if fit_flops else []) + [1.0]))
     fit = robust_log_fit(lambda x: _roofline_s(memory, compute, unpack(x)), time, start, bounds)
     return unpack(fit.x)
+
+
+def cross_gpu_priors(sm_count: int) -> dict[str, Prior]:
+    """Weak priors at the transferred (cross-GPU) values on the roofline fields: bandwidth,
+    flops and floor. The shape terms get none: their flat ends (no tile padding, a hard max)
+    are legitimate answers a prior would wrongly pull away from."""
+    eff = transferred_gemm(sm_count)
+    return {name: Prior(float(getattr(eff, name))) for name in ("bandwidth", "flops", "floor_s")}
 
 
 def _tree_slowdown(points: pd.DataFrame) -> float:
@@ -149,6 +162,13 @@ def _tree_slowdown(points: pd.DataFrame) -> float:
 
 def fit_efficiency(points: pd.DataFrame, hw: Hardware) -> Efficiency:
     """Efficiency factors per op class from the points given (the training split)."""
+    return fit_efficiency_with_notes(points, hw)[0]
+
+
+def fit_efficiency_with_notes(points: pd.DataFrame, hw: Hardware
+                              ) -> tuple[Efficiency, tuple[str, ...]]:
+    """fit_efficiency, and a line per GEMM field the points could not identify (kept at the
+    transferred prior) or that ended at its physical bound."""
     gemm_rows = points[points["op_class"] == "gemm"]
     if gemm_rows.empty:
         raise SpecError("no GEMM points to calibrate on (the training split is empty?)")
@@ -156,12 +176,15 @@ def fit_efficiency(points: pd.DataFrame, hw: Hardware) -> Efficiency:
     gemm_rows = gemm_rows[gemm_rows["dtype"] == dtype]
     bw, peak, elem = _rates(hw, dtype)
     # Output tiles run in waves over the GPU's SMs: the wave term needs their count.
-    gemm, _ = fit_gemm_efficiency(
+    gemm, diag = fit_gemm_efficiency(
         gemm_rows["m"].to_numpy(float), gemm_rows["k"].to_numpy(float),
         gemm_rows["n"].to_numpy(float),
         gemm_rows["time_s"].to_numpy(float) / gemm_rows["count"].to_numpy(float),
         weight_bytes_per_param=elem, act_bytes_per_elem=elem, bandwidth_bytes_per_s=bw,
-        flops_per_s=peak, base=GemmEfficiency(sm_count=hw.sm_count))
+        flops_per_s=peak, base=GemmEfficiency(sm_count=hw.sm_count),
+        priors=cross_gpu_priors(hw.sm_count))
+    notes = tuple(f"gemm.{name}: {why}" for name, why in diag.kept_priors)
+    notes += tuple(f"gemm.{name}: at its physical bound (1 = datasheet)" for name in diag.at_bound)
     attention = OpEfficiency()
     attn = points[(points["op_class"] == "attention") & (points["mask"] != "tree")]
     if len(attn) >= 3:
@@ -173,7 +196,7 @@ def fit_efficiency(points: pd.DataFrame, hw: Hardware) -> Efficiency:
     if len(sampling) >= 2:
         memory_eff = _fit_roofline(_memory_terms(sampling, hw), np.zeros(len(sampling)),
                                    sampling["time_s"].to_numpy(float), fit_flops=False)
-    return Efficiency(gemm=gemm, attention=attention, memory=memory_eff)
+    return Efficiency(gemm=gemm, attention=attention, memory=memory_eff), notes
 
 
 def predict_s(points: pd.DataFrame, hw: Hardware) -> FloatArray:
@@ -215,6 +238,40 @@ def layer_sums(points: pd.DataFrame) -> pd.DataFrame:
     return sums
 
 
+# Token regions of the error report: decode and small speculation rounds, verification of
+# larger trees and batches, prefill.
+REGIONS: tuple[tuple[str, float, float], ...] = (
+    ("n<=64", 0.0, 64.0), ("65-512", 64.0, 512.0), (">512", 512.0, np.inf))
+# Weight-matrix sizes (bytes of one GEMM's weight shard) of the size report.
+SIZES: tuple[tuple[str, float, float], ...] = (
+    ("<16MB", 0.0, 16e6), ("16-64MB", 16e6, 64e6), ("64-256MB", 64e6, 256e6),
+    (">256MB", 256e6, np.inf))
+
+
+def _label(values: FloatArray, bins: tuple[tuple[str, float, float], ...]) -> FloatArray:
+    out = np.full(values.shape, "", dtype=object)
+    for name, low, high in bins:
+        out[(values > low) & (values <= high)] = name
+    return np.asarray(out)
+
+
+def region_errors(sums: pd.DataFrame) -> pd.DataFrame:
+    """MAPE (%) of the summed layer GEMM time per split and token region (REGIONS)."""
+    if sums.empty:
+        return pd.DataFrame()
+    labelled = sums.assign(region=_label(sums["m"].to_numpy(float), REGIONS))
+    return error_table(labelled, ["split", "region"])
+
+
+def size_errors(points: pd.DataFrame, bytes_per_param: float = 2.0) -> pd.DataFrame:
+    """MAPE (%) of single GEMMs per split and weight-shard size (SIZES)."""
+    gemm = points[points["op_class"] == "gemm"]
+    if gemm.empty:
+        return pd.DataFrame()
+    size = gemm["k"].to_numpy(float) * gemm["n"].to_numpy(float) * bytes_per_param
+    return error_table(gemm.assign(weight_size=_label(size, SIZES)), ["split", "weight_size"])
+
+
 def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str] | None = None,
               source: str) -> Calibration:
     """Fit `hw`'s efficiency on the training split and measure the error on every point."""
@@ -225,7 +282,7 @@ def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str]
         raise SpecError(f"{hw.path}: already calibrated; calibrate the datasheet profile")
     points = points.reset_index(drop=True).copy()
     points["split"] = assign_split(points, train_models)
-    efficiency = fit_efficiency(points[points["split"] == "train"], hw)
+    efficiency, notes = fit_efficiency_with_notes(points[points["split"] == "train"], hw)
     slowdown = _tree_slowdown(points[points["split"] == "train"])
     efficiency = dataclasses.replace(efficiency, tree_attention_slowdown=max(slowdown, 1.0))
     calibrated = dataclasses.replace(
@@ -238,7 +295,8 @@ def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str]
         hardware=calibrated, points=points,
         errors=error_table(points, ["model", "op_class", "split"]),
         layer_errors=error_table(sums, ["model", "split"]) if len(sums) else pd.DataFrame(),
-        tree_attention_slowdown=slowdown)
+        tree_attention_slowdown=slowdown, region_errors=region_errors(sums),
+        size_errors=size_errors(points), notes=notes)
 
 
 def calibrated_yaml(datasheet: dict[str, object], calibration: Calibration, *, source: str

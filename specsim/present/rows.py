@@ -58,6 +58,16 @@ def hardware_rows(hw: Hardware) -> list[Row]:
          "source": calibrated},
         {"field": "pass_overhead_us", "value": eff.pass_overhead_s * 1e6, "source": calibrated},
     ]
+    if not hw.is_calibrated:  # what a GPU without measurements can expect (transferred terms)
+        from specsim.specs.transferred import SOURCE, expected_error_text, transferred_gemm
+
+        rows += [
+            {"field": "transferred_gemm_efficiency",
+             "value": _efficiency_text(transferred_gemm(hw.sm_count)),
+             "source": f"{SOURCE}; use --hardware transferred/{hw.slug}"},
+            {"field": "transferred_expected_error", "value": expected_error_text(),
+             "source": SOURCE},
+        ]
     return rows
 
 
@@ -139,7 +149,7 @@ def roofline_op_rows(cost: PassCost) -> list[Row]:
                 "tokens": int(round(n[i])), "op": op.name, "class": op.op_class,
                 "layers": op.layers, "time_ms": float(c.total_time_s[i] * 1e3),
                 "bound": "compute" if c.compute_bound[i] else (
-                    "link" if op.op_class == "communication" else "memory"),
+                    "link" if op.op_class in ("communication", "all_to_all") else "memory"),
                 "weight_bytes": float(op.weight_bytes[i] * op.layers),
                 "activation_bytes": float(op.activation_bytes[i] * op.layers),
                 "kv_read_bytes": float(op.kv_read_bytes[i] * op.layers),

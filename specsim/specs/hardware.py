@@ -11,6 +11,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
@@ -177,8 +178,23 @@ class Hardware:
         return not self.efficiency.is_ideal
 
 
+TRANSFERRED_PREFIX = "transferred/"
+
+
 def load_hardware(name: str) -> Hardware:
-    """Load a built-in profile by slug (e.g. `h100-sxm`) or a YAML file by path."""
+    """Load a built-in profile by slug (e.g. `h100-sxm`) or a YAML file by path.
+
+    `transferred/<slug or path>`: the datasheet profile with the GEMM efficiencies transferred
+    from the measured GPUs (specsim.specs.transferred), for a GPU without measurements.
+    """
+    if name.startswith(TRANSFERRED_PREFIX) and not Path(name).exists():
+        from specsim.specs.transferred import transferred_hardware
+
+        datasheet = load_hardware(name.removeprefix(TRANSFERRED_PREFIX))
+        if datasheet.is_calibrated:
+            raise SpecError(f"hardware '{name}': {datasheet.slug} is already calibrated; "
+                            "transfer onto a datasheet profile")
+        return transferred_hardware(datasheet)
     path = resolve_path("hardware", name)
     slug = f"calibrated/{path.stem}" if path.parent.name == "calibrated" else path.stem
     return hardware_from_file(read_spec_file(path), slug=slug)

@@ -44,7 +44,8 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
                drafter: str | None = None, alpha: float | None = None,
                workload: str | None = None, context: float | tuple[float, ...] | None = None,
                tp: int = 1, draft_cost: float | None = None,
-               precision: Precision | None = None, engine: str = DEFAULT_ENGINE
+               precision: Precision | None = None, engine: str = DEFAULT_ENGINE,
+               ep: int = 1
                ) -> tuple[Setup, AcceptanceProfile]:
     """The setup and acceptance profile of a speculation question, from spec names.
 
@@ -64,5 +65,6 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
         context = load.context if load else DEFAULT_CONTEXT_TOKENS
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
                   context=context, tp=tp, draft_cost=draft_cost,
-                  precision=precision or Precision(), engine=engine_or_none(load_engine(engine)))
+                  precision=precision or Precision(), engine=engine_or_none(load_engine(engine)),
+                  ep=ep)
     return setup, profile

@@ -176,7 +176,9 @@ class Setup:
     figure), or one per level with `sequential_draft`. context: cached tokens per request, or a
     mix of contexts the batch's requests spread over evenly (the target's passes and memory
     see each; the drafter's passes see their mean). engine: the host and launch terms a
-    serving engine adds around the kernels (None: the idealized GPU, no engine).
+    serving engine adds around the kernels (None: the idealized GPU, no engine). ep: GPUs the
+    target's routed experts are spread over (its passes and memory; the drafter's passes keep
+    ep = 1).
     """
 
     target: Model
@@ -190,6 +192,7 @@ class Setup:
     memory_fraction: float = 0.9
     precision: Precision = field(default_factory=Precision)
     engine: Engine | None = None
+    ep: int = 1
 
 
 def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> SpeedupTable:
@@ -206,13 +209,13 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     t = setup.target
     contexts = np.atleast_1d(np.asarray(setup.context, dtype=np.float64))
     baseline = pass_cost(t, setup.hardware, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
-                         precision=setup.precision).time_s
+                         precision=setup.precision, ep=setup.ep).time_s
     # Verification depends on (B, N) only: time each distinct N once, then gather.
     nodes, index = np.unique(candidates.nodes, return_inverse=True)
     cost = pass_cost(
         t, setup.hardware,
         batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
-        tp=setup.tp, precision=setup.precision)
+        tp=setup.tp, precision=setup.precision, ep=setup.ep)
     verify = cost.time_s.reshape(b.size, nodes.size)[:, index.ravel()]
     slowdown = setup.hardware.efficiency.tree_attention_slowdown
     if slowdown != 1.0:  # tree masks fall off the fast causal attention kernels
@@ -273,7 +276,7 @@ def _engine_times(setup: Setup, engine: Engine, batch: FloatArray, baseline: Flo
 def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
     """Whether the target, the drafter and their caches fit, at the setup's precision."""
     plan = serving_memory(setup.target, setup.hardware, batch, tuple(contexts.tolist()),
-                          drafter=setup.drafter, tp=setup.tp,
+                          drafter=setup.drafter, tp=setup.tp, ep=setup.ep,
                           memory_fraction=setup.memory_fraction, precision=setup.precision)
     return plan.fits
 

@@ -1,0 +1,62 @@
+"""Expected GEMM efficiencies of a GPU that has no kernel measurements (transferred terms).
+
+Which fitted terms carry over between GPUs was measured on Vidur's two public tables (A100 80GB
+SXM, HBM2e; A40, GDDR6): fit every model of one GPU, apply the dimensionless terms to the other
+GPU's datasheet (its bandwidth, peak flops and SM count), predict its per-layer weight-GEMM
+time (`tests/test_vidur_calibration.py`, `benchmarks/calibration_table.py`):
+
+- the shape terms carry over: with the other GPU's own bandwidth and flops fractions put back
+  in, the transferred overlap, tile, epilogue and wave terms predict it within 4.3% (A40) and
+  3.6% (A100), about what its own fit does (4.2%, 3.2%);
+- the bandwidth and flops fractions do not carry over exactly: 0.80 / 0.75 on the A100 and
+  0.76 / 0.79 on the A40. Taken from the other GPU, the error is 6.4% on the A40 and 5.9% on
+  the A100 (n <= 64: 4.5% and 5.2%). That is the expected error of a datasheet GPU given
+  these transferred terms; a GPU whose memory or tensor cores sit further from these two (a
+  Hopper or Blackwell part, an AMD GPU) can be further off, which two GPUs cannot measure;
+- the floor is a time (5.5 us on the A100, 2.6 us on the A40), and carried over in seconds:
+  expressed in bytes instead it transfers worse (7.3% and 6.1%).
+
+The values below are the mean of the two GPUs' all-model fits, rounded; `specsim hardware
+show` prints them for every datasheet profile, `transferred/<slug>` (e.g.
+`--hardware transferred/h100-sxm`) uses them, and `specsim calibrate` takes the bandwidth,
+flops and floor as the weak priors of its fit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from specsim.specs.hardware import Efficiency, GemmEfficiency, Hardware
+
+# sm_count is the GPU's own (the A100's 108 stands in here; transferred_gemm replaces it).
+TRANSFERRED_GEMM = GemmEfficiency(
+    bandwidth=0.78, flops=0.77, floor_s=4.0e-6, overlap_p=2.6, tile_rows=128,
+    tile_fraction=0.67, epilogue_k=112.0, sm_count=108, tile_cols=128, wave_fraction=0.19)
+# Leave-one-GPU-out error of the per-layer weight-GEMM time with transferred terms (%).
+EXPECTED_ERROR_PCT = {"pooled": (5.9, 6.4), "n<=64": (4.5, 5.2)}
+SOURCE = ("transferred GEMM efficiencies: mean of the all-model fits on Vidur's A100 and A40 "
+          "tables (github.com/microsoft/vidur, data/profiling); expected error of the per-layer "
+          "GEMM time about 6% (5.9% and 6.4% when the A100 or the A40 is held out entirely)")
+
+
+def transferred_gemm(sm_count: int) -> GemmEfficiency:
+    """The transferred GEMM terms for a GPU with `sm_count` SMs (0: unknown, no wave term)."""
+    if sm_count < 1:
+        return dataclasses.replace(TRANSFERRED_GEMM, sm_count=0, wave_fraction=0.0)
+    return dataclasses.replace(TRANSFERRED_GEMM, sm_count=sm_count)
+
+
+def transferred_hardware(hw: Hardware) -> Hardware:
+    """A datasheet profile with the transferred GEMM efficiencies (other op classes ideal)."""
+    eff = Efficiency(gemm=transferred_gemm(hw.sm_count))
+    return dataclasses.replace(hw, slug=f"transferred/{hw.slug}",
+                               name=f"{hw.name} (transferred efficiencies)", efficiency=eff,
+                               sources={**hw.sources, "efficiency": SOURCE})
+
+
+def expected_error_text() -> str:
+    """One line stating the expected error of the transferred terms."""
+    pooled, small = EXPECTED_ERROR_PCT["pooled"], EXPECTED_ERROR_PCT["n<=64"]
+    return (f"per-layer weight-GEMM time within about {max(pooled):.0f}% "
+            f"(measured {pooled[0]}-{pooled[1]}% holding one GPU out; n <= 64: "
+            f"{small[0]}-{small[1]}%)")
