@@ -6,8 +6,8 @@ the targets of issue 7 on a 2-core machine: 0.3 s, 0.5 s and 0.5 s. Quote the me
 
 The commands run with the bytecode cache on, as after `pip install` (PYTHONDONTWRITEBYTECODE is
 dropped for them: without .pyc files every start compiles the package again, about 0.1 s). For
-reference it also times the dependencies alone (numpy, PyYAML, typer with the pydantic layer it
-coerces options through): the floor that no change inside specsim can go below.
+reference it also times the dependencies alone (numpy, PyYAML, typer; typer is pinned below
+0.29, which imports pydantic on every command): the floor no change inside specsim can go below.
 
 Usage: PYTHONPATH=$PWD python benchmarks/startup.py [repeats]
 """
@@ -25,7 +25,7 @@ COMMANDS: list[tuple[list[str], float]] = [
     (["roofline"], 0.5),
     (["recommend"], 0.5),
 ]
-DEPENDENCIES = "import numpy, yaml, typer, typer._adapters"
+DEPENDENCIES = "import numpy, yaml, typer"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
