@@ -227,7 +227,9 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     if use_trees:
         trees = candidates_for(drafter, profile, shape="tree", max_nodes=max_nodes)
         keep = (trees.max_width > 1) & (trees.depth <= depth_limit) | (trees.nodes == 0)
-        bound = _choices(speedup_table(setup, batches, _subset(trees, keep)), objective)
+        shaped = _choices(speedup_table(setup, batches, _subset(trees, keep)), objective)
+        bound = [max(t, c, key=lambda x: _score(x, objective))
+                 for t, c in zip(shaped, best_chain, strict=True)]
     best = _best_runnable(drafter, best_chain, sglang, bound, objective)
     _extrapolation_notes(profile, best + best_chain, notes)
     return Recommendation(best=best, best_chain=best_chain, objective=objective, sglang=sglang,

@@ -8,8 +8,9 @@ the product of a_rank along its root-to-node path.
 
 Builders: `best_first_tree` (the optimal tree for a node budget and depth cap whose nodes'
 children are their top ranks, as engines draft them; `ordered_rank_tree` where measured a_j
-rise somewhere), `sglang_tree` (the tree SGLang's EAGLE expansion realizes) and `chain`. tests/oracles.py holds the Sequoia-style dynamic
-program over budget and depth that checks the depth-capped best-first trees.
+rise somewhere), `sglang_tree` (the tree SGLang's EAGLE expansion realizes) and `chain`.
+tests/oracles.py holds the Sequoia-style dynamic program over budget and depth that checks
+the depth-capped best-first trees.
 """
 
 from __future__ import annotations
