@@ -121,7 +121,7 @@ class Recommendation:
         if not ks or max(ks) == 0:
             return None
         config: dict[str, object] = {"method": method}
-        if drafter.checkpoint and method != "mtp":
+        if drafter.checkpoint and not rules.get("target_is_draft", False):
             config["model"] = drafter.checkpoint
         config["num_speculative_tokens"] = max(ks)
         if drafter.kind.vllm_parallel_drafting:
