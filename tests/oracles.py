@@ -29,7 +29,8 @@ def depth_limited_tau_table(
 
     value[d, n] is the largest sum of path probabilities below a node over subtrees with at
     most n nodes and at most d levels; the children of a node share its budget as a knapsack
-    over candidate ranks. Cost O(max_depth * J * budget^2).
+    over candidate ranks, taken in order (a node's children are its top ranks). Cost
+    O(max_depth * J * budget^2).
 
     Args:
         rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
@@ -53,9 +54,8 @@ def _depth_limited_dp(
         nodes (the rank-j child and its descendants) rank j takes when ranks j..J-1 share n.
     """
     _check_budget(budget, max_depth)
-    useful = np.zeros(a.shape[0], dtype=bool)  # a node has at most `budget` children, the best
-    useful[np.argsort(-a, kind="stable")[:budget]] = True
-    useful &= a > 0.0
+    useful = np.zeros(a.shape[0], dtype=bool)  # a node has at most `budget` children
+    useful[:budget] = True
     value = np.zeros((max_depth + 1, budget + 1))
     choice = np.zeros((max_depth + 1, a.shape[0], budget + 1), dtype=np.int64)
     if budget == 0:
@@ -73,9 +73,10 @@ def _depth_limited_dp(
             take = np.where(feasible, a[j] * subtree + rest[remaining], -np.inf)
             best_m = np.argmax(take, axis=1)
             best_take = take[rows, best_m]
-            better = best_take > rest  # strictly: never spend nodes that add nothing
+            # ordered ranks: leaving rank j out leaves every later rank out too
+            better = best_take > 0.0  # strictly: never spend nodes that add nothing
             choice[d, j] = np.where(better, best_m + 1, 0)
-            rest = np.where(better, best_take, rest)
+            rest = np.where(better, best_take, 0.0)
         value[d] = rest
     return value, choice
 
@@ -103,6 +104,8 @@ def best_tree_depth_limited(rank_acceptance: npt.ArrayLike, budget: int, max_dep
         node, prob, nodes_below, depth_left = queue.popleft()
         for j in range(choice.shape[1]):
             taken = int(choice[depth_left, j, nodes_below])
+            if not taken:
+                break
             if taken:
                 parents.append(node)
                 depths.append(depths[node] + 1 if node >= 0 else 1)

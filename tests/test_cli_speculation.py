@@ -31,12 +31,14 @@ def test_drafters_list_and_show() -> None:
 
 def test_recommend_on_defaults() -> None:
     out = ok("recommend")
-    assert "--speculative-config" in out and "--speculative-num-steps" in out
+    assert "vllm serve Qwen/Qwen3-8B --speculative-config" in out
+    assert "--speculative-draft-model-path z-lab/Qwen3-8B-DFlash-b16" in out
+    assert "--speculative-dflash-block-size 16" in out
     data = json.loads(ok("recommend", "--batch", "1,64", "--json"))
     assert [r["batch"] for r in data["rows"]] == [1, 64]
     assert data["vllm_speculative_config"]["method"] == "dflash"
     assert set(data["rows"][0]) >= {"batch", "shape", "nodes", "depth", "tau", "speedup",
-                                    "tokens_per_s_per_user", "throughput", "engine_flags"}
+                                    "tokens_per_s_per_user", "throughput", "vllm_k", "sglang"}
 
 
 def test_speedup_table_and_plot(tmp_path: Path) -> None:
@@ -69,7 +71,12 @@ def test_acceptance_fit_writes_a_workload(tmp_path: Path) -> None:
     (["recommend", "--alpha", "1.5"], "option --alpha: must be in [0, 1]"),
     (["recommend", "--alpha", "0.8", "--workload", "chat-dflash-qwen3-8b"],
      "give --alpha or --workload, not both"),
-    (["recommend", "--drafter", "eagle3-llama-3.1-8b"], "no acceptance"),
+    (["recommend", "--drafter", "eagle3-llama-3.1-8b", "--model", "llama-3.1-70b"],
+     "eagle3-llama-3.1-8b (made for llama-3.1-8b) does not fit target llama-3.1-70b"),
+    (["recommend", "--drafter", "mtp-deepseek-v3", "--model", "qwen3-30b-a3b"],
+     "mtp-deepseek-v3 (made for deepseek-v3) does not fit target qwen3-30b-a3b"),
+    (["recommend", "--model", "mixtral-8x7b"],
+     "dflash-qwen3-8b (made for qwen3-8b) does not fit target mixtral-8x7b"),
     (["recommend", "--shape", "ring"], "option --shape"),
     (["speedup", "--shape", "ring", "--alpha", "0.5", "--draft-cost", "0.1"],
      "shape 'ring' is not one of"),

@@ -122,7 +122,7 @@ def test_acceptance_precedence() -> None:
     assert "dflash-qwen3-8b.yaml" in published.source
     assert setup.context == (1024.0, 32768.0) and setup.target.slug == "qwen3-8b"
     with pytest.raises(SpecError, match="no acceptance"):
-        load_setup(drafter="eagle3-llama-3.1-8b")
+        load_setup(model="llama-3.1-8b")  # no drafter, no alpha, no workload
     with pytest.raises(SpecError, match="not both"):
         load_setup(alpha=0.5, workload="chat-dflash-qwen3-8b")
     setup, _ = load_setup(alpha=0.5)

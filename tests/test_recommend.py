@@ -33,7 +33,8 @@ def test_vllm_schedule_merges_equal_ranges() -> None:
               _choice(128, 2, 2, 1)]
     rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
     config = rec.vllm_config(load_drafter("eagle3-llama-3.1-8b"))
-    assert config == {"method": "eagle3", "num_speculative_tokens": 7,
+    assert config == {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                      "num_speculative_tokens": 7,
                       "num_speculative_tokens_per_batch_size": [[1, 8, 7], [9, 32, 4],
                                                                 [33, 128, 2]]}
     assert vllm_flag(config).startswith("--speculative-config '{\"method\":\"eagle3\"")
@@ -43,7 +44,7 @@ def test_vllm_config_without_schedule_when_load_does_not_matter() -> None:
     chains = [_choice(1, 3, 3, 1), _choice(64, 3, 3, 1)]
     rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
     assert rec.vllm_config(load_drafter("dflash-qwen3-8b")) == {
-        "method": "dflash", "num_speculative_tokens": 3}
+        "method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 3}
     assert rec.vllm_config(load_drafter("hspec-qwen3-8b")) is None  # no vLLM method
 
 
@@ -51,7 +52,8 @@ def test_p_eagle_turns_on_parallel_drafting() -> None:
     chains = [_choice(1, 8, 8, 1)]
     rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
     assert rec.vllm_config(load_drafter("p-eagle-gpt-oss-120b")) == {
-        "method": "eagle3", "num_speculative_tokens": 8, "parallel_drafting": True}
+        "method": "eagle3", "model": "amazon/gpt-oss-120b-p-eagle", "num_speculative_tokens": 8,
+        "parallel_drafting": True}
 
 
 def test_recommendation_shrinks_with_load_and_respects_draft_limits() -> None:
@@ -78,10 +80,12 @@ def test_sglang_flags_name_the_algorithm_where_sglang_has_one() -> None:
     rec = Recommendation(best=best, best_chain=best, objective="speedup")
     triple = "--speculative-num-steps 5 --speculative-eagle-topk 1 " \
         "--speculative-num-draft-tokens 6"
+    # DFLASH: SGLang forces steps = topk = 1; the block (anchor + drafts) is the one flag
     assert rec.sglang_flags(load_drafter("dflash-qwen3-8b")) == [
-        "--speculative-algorithm DFLASH " + triple, "(no speculation)"]
+        "--speculative-algorithm DFLASH --speculative-dflash-block-size 6", "(no speculation)"]
     assert rec.sglang_flags(load_drafter("eagle3-llama-3.1-8b"))[0] == \
         "--speculative-algorithm EAGLE3 " + triple
     # no SGLang algorithm for Medusa, nor without a drafter: the tree shape alone
-    assert rec.sglang_flags(load_drafter("medusa-vicuna-7b")) == [triple, "(no speculation)"]
-    assert rec.sglang_flags(None) == [triple, "(no speculation)"]
+    cannot = ["(SGLang cannot run it)", "(no speculation)"]
+    assert rec.sglang_flags(load_drafter("medusa-vicuna-7b")) == cannot
+    assert rec.sglang_flags(None) == cannot

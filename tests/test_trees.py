@@ -34,7 +34,8 @@ RANK_VECTORS = {
 
 @cache
 def all_trees(max_nodes: int, num_ranks: int, max_depth: int) -> tuple[frozenset[Path], ...]:
-    """Every ancestor-closed set of rank paths with <= max_nodes nodes and depth <= max_depth."""
+    """Every ancestor-closed set of rank paths with <= max_nodes nodes and depth <= max_depth
+    in which a node's children are its top ranks (rank r only next to ranks 0..r-1)."""
     level: set[frozenset[Path]] = {frozenset()}
     found: list[frozenset[Path]] = [frozenset()]
     for _ in range(max_nodes):
@@ -45,7 +46,8 @@ def all_trees(max_nodes: int, num_ranks: int, max_depth: int) -> tuple[frozenset
                     continue
                 for rank in range(num_ranks):
                     child = (*parent, rank)
-                    if child not in tree:
+                    elder = (*parent, rank - 1)
+                    if child not in tree and (rank == 0 or elder in tree):
                         grown.add(tree | {child})
         found.extend(grown)
         level = grown

@@ -145,11 +145,16 @@ def recommend(
         "--drafter", "-d", help="Drafter spec (slug or YAML).")] = DEFAULT_DRAFTER,
     alpha: AlphaOpt = None,
     workload: WorkloadOpt = None,
+    ranks: Annotated[Path | None, typer.Option(
+        help="Measured per-rank acceptance a_j: JSON, CSV or YAML list, or Sequoia's "
+        "acceptance-vector format (tensor([...])).")] = None,
     draft_cost: DraftCostOpt = None,
     context: ContextOpt = None,
     batch: BatchOpt = "1,2,4,8,16,32,64,128,256",
     max_nodes: Annotated[int, typer.Option(help="Largest tree (drafted nodes) to consider.")]
     = 64,
+    max_depth: Annotated[int | None, typer.Option(
+        help="Deepest chain or tree to consider (draft passes).")] = None,
     shape: ShapeOpt = "auto",
     objective: Annotated[str, typer.Option(help="speedup or throughput.")] = "speedup",
     tp: TpOpt = 1,
@@ -158,38 +163,76 @@ def recommend(
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
     engine: EngineOpt = DEFAULT_ENGINE,
+    tree_out: Annotated[Path | None, typer.Option(
+        help="Write the recommended trees as JSON (parent, depth, rank of every node, tau).")]
+    = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing --tree-out file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """The best chain or tree per batch size, with ready-to-paste vLLM and SGLang flags."""
+    """The best chain or tree per batch size, and per engine a command that runs it."""
     from specsim.present.render import context_text
+    from specsim.specs.io import check_writable
+    from specsim.speculation.recommend import engine_commands
     from specsim.speculation.recommend import recommend as best_settings
-    from specsim.speculation.recommend import sglang_algorithm, vllm_flag
+    from specsim.speculation.setup import load_setup
 
-    setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
-                            (weight_dtype, kv_dtype, compute_dtype), engine, ep)
+    if tree_out is not None:
+        check_writable(tree_out, force=force)
+    setup, profile = load_setup(
+        hardware=hardware, model=model, drafter=drafter, alpha=alpha, workload=workload,
+        ranks=str(ranks) if ranks else None, context=parse_context(context), tp=tp,
+        draft_cost=draft_cost, precision=precision(weight_dtype, kv_dtype, compute_dtype),
+        engine=engine, ep=ep)
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
-                        shape=shape, objective=objective)
+                        shape=shape, objective=objective, max_depth=max_depth)
+    commands = engine_commands(rec, setup)
+    vllm_k = {c.batch: c.nodes for c in rec.schedule_chain}
     rows = [{"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
              "tau": c.tau, "speedup": c.speedup,
              "tokens_per_s_per_user": c.tokens_per_s_per_user, "throughput": c.throughput,
-             "fits": c.fits, "engine_flags": flags}
+             "fits": c.fits, "vllm_k": vllm_k.get(c.batch, 0) if c.fits else None,
+             "sglang": flags}
             for c, flags in zip(rec.best, rec.sglang_flags(setup.drafter), strict=True)]
-    vllm = rec.vllm_config(setup.drafter)
+    bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
+              "depth": b.depth} for b in rec.bound] if rec.bound else None
+    if tree_out is not None:
+        from specsim.present.trees import tree_document
+        from specsim.specs.io import atomic_write
+
+        document = tree_document(rec, setup, profile, max_nodes=max_nodes, max_depth=max_depth)
+        atomic_write(tree_out, lambda handle: handle.write(to_json(document) + "\n"))
     if as_json:
-        echo(to_json({"rows": rows, "vllm_speculative_config": vllm,
-                      "acceptance_source": profile.source, "engine": engine}))
+        echo(to_json({"rows": rows, "bound_any_tree": bound,
+                      "commands": [{"engine": c.engine, "version": c.version,
+                                    "command": c.command, "reason": c.reason,
+                                    "batches": list(c.batches)} for c in commands],
+                      "vllm_speculative_config": rec.vllm_config(setup.drafter),
+                      "notes": list(rec.notes), "acceptance_source": profile.source,
+                      "engine": engine}))
         return
     echo(f"engine: {engine}")
     echo(to_table(rows))
-    echo(f"\nvLLM (chains only): {vllm_flag(vllm)}")
-    if sglang_algorithm(setup.drafter) is None:
-        echo("SGLang has no speculative algorithm for this drafter family; "
-             "the flags above give the tree shape.")
+    if bound:
+        echo("\nbound, not an engine setting (best tree of any shape): " + ", ".join(
+            f"batch {b['batch']} tau {b['tau']:.3f} speedup {b['speedup']:.3f}" for b in bound))
+    echo("")
+    for c in commands:
+        label = f"{'vLLM' if c.engine == 'vllm' else 'SGLang'} {c.version}"
+        if c.command is None:
+            echo(f"{label}: {c.reason}")
+        elif c.engine == "sglang" and len(commands) > 1:
+            echo(f"{label} (batch {', '.join(map(str, c.batches))}): {c.command}")
+        else:
+            echo(f"{label}: {c.command}")
+    for note in rec.notes:
+        echo(f"note: {note}")
     echo(f"acceptance: {profile.source}")
     unfit = [c.batch for c in rec.best if not c.fits]
     if unfit:
         echo(f"does not fit in memory at batch {', '.join(map(str, unfit))} "
              f"(context {context_text(setup.context)}, TP {setup.tp})")
+    if tree_out is not None:
+        echo(f"wrote {tree_out}")
 
 
 @acceptance_app.command("fit")

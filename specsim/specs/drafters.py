@@ -98,12 +98,12 @@ FAMILIES: dict[str, Family] = {
                   config_hints=("num_nextn_predict_layers", "mtp_num_hidden_layers")),
     "medusa": Family(parallel=True, cache="none", round_cost="target_heads",
                      block="none", draft_limit="heads",
-                     vllm_method="medusa", sglang_algorithm=None),
+                     vllm_method=None, sglang_algorithm=None),
     "p_eagle": Family(parallel=True, cache="own_layers", round_cost="parallel",
                       block="depth", draft_limit="block", vllm_parallel_drafting=True,
                       vllm_method="eagle3", sglang_algorithm=None),
     "pard": Family(parallel=True, cache="model", round_cost="parallel",
-                   block="trained", draft_limit="block",
+                   block="trained", draft_limit="block", vllm_parallel_drafting=True,
                    vllm_method="draft_model", sglang_algorithm=None),
     "dflash": Family(parallel=True, cache="own_layers", round_cost="parallel",
                      block="trained", draft_limit="block",
@@ -111,7 +111,7 @@ FAMILIES: dict[str, Family] = {
                      config_reader="block", config_hints=("dflash",)),
     "dspark": Family(parallel=True, cache="own_layers", round_cost="parallel",
                      block="trained", draft_limit="block",
-                     vllm_method="dspark", sglang_algorithm=None),
+                     vllm_method="dspark", sglang_algorithm="DSPARK"),
     "dedit": Family(parallel=True, cache="own_layers", round_cost="parallel",
                     block="trained", draft_limit="block",
                     vllm_method=None, sglang_algorithm=None),
@@ -136,6 +136,8 @@ class Drafter:
     (a reduced draft vocabulary for EAGLE-3). block_size: positions per pass of a parallel
     drafter (0 for autoregressive ones). fused_target_layers: target hidden states fused into
     its input (an fc of fused * hidden -> hidden). heads: Medusa's number of heads.
+    checkpoint: the published Hugging Face id of its weights ("" where none is public);
+    trained_for: the Hugging Face id of the target it was trained for ("" for a stock LLM).
     """
 
     slug: str
@@ -160,6 +162,8 @@ class Drafter:
     model: Model | None = None
     weight_dtype: str = "bf16"
     acceptance: AcceptanceProfile | None = None
+    checkpoint: str = ""
+    trained_for: str = ""
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
 
@@ -273,5 +277,10 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
         attention_window=f.integer("attention_window", 0),
         model=small, weight_dtype=f.string("weight_dtype", "bf16"),
         acceptance=acceptance_profile(block, path) if block else None,
+        checkpoint=_optional(f, "checkpoint"), trained_for=_optional(f, "trained_for"),
         sources=sources, path=path,
     )
+
+
+def _optional(f: Fields, key: str) -> str:
+    return f.string(key) if f.has(key) else ""

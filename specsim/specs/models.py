@@ -108,6 +108,7 @@ class Model:
     advertised_active_params: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
     path: str = ""
+    hf_id: str = ""  # Hugging Face repository id ("" if unknown)
 
     def __post_init__(self) -> None:
         if self.num_attention_heads % self.num_kv_heads:
@@ -181,6 +182,7 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
     return Model(
         slug=slug,
         name=f.string("name"),
+        hf_id=f.string("hf_id") if f.has("hf_id") else "",
         architecture=f.string("architecture"),
         hidden_size=hidden,
         num_layers=num_layers,

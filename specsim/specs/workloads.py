@@ -36,8 +36,12 @@ def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
     ranks = _numbers(f, "ranks") if f.has("ranks") else \
         [float(a) for a in rank_acceptance_geometric(alphas[0], GEOMETRIC_RANKS)]
     try:
-        return AcceptanceProfile(position_alphas=tuple(alphas), rank_acceptance=tuple(ranks),
-                                 source=source)
+        return AcceptanceProfile(
+            position_alphas=tuple(alphas), rank_acceptance=tuple(ranks), source=source,
+            measured_positions=f.integer("gamma") if f.has("tau") else len(alphas),
+            ranks_from_chain=not f.has("ranks"),
+            measured_on=f.choice("measured_on", ("chain", "tree", "proxy"), "chain")
+            if f.has("measured_on") else "chain")
     except SpecError as err:
         raise f.error("", str(err)) from None
 

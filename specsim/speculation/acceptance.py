@@ -181,11 +181,20 @@ class AcceptanceProfile:
         rank_acceptance: a_j, probability that the target's token is the drafter's j-th
             candidate at a node (j = 0 best), shape (num_ranks,), sum <= 1; empty if unknown.
         source: where the numbers come from (file, paper, measurement).
+        measured_positions: chain positions the numbers were measured over (deeper ones are
+            extrapolated); None when alpha is assumed for every position (option --alpha).
+        ranks_from_chain: rank_acceptance was derived from chain data (the geometric model of
+            the first position's alpha), not measured on trees.
+        measured_on: "chain", "tree" (a tree's tau read as a chain's: optimistic) or "proxy"
+            (another drafter's or pair's number).
     """
 
     position_alphas: tuple[float, ...] = ()
     rank_acceptance: tuple[float, ...] = ()
     source: str
+    measured_positions: int | None = None
+    ranks_from_chain: bool = False
+    measured_on: str = "chain"
 
     def __post_init__(self) -> None:
         alphas = _probabilities(np.asarray(self.position_alphas, dtype=np.float64).ravel(),

@@ -8,6 +8,8 @@ published value; a workload also gives the context when none is given.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specsim.errors import SpecError
 from specsim.specs.defaults import (
     DEFAULT_CONTEXT_TOKENS,
@@ -19,15 +21,17 @@ from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
 from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import load_hardware
-from specsim.specs.models import load_model
+from specsim.specs.models import Model, load_model
 from specsim.specs.workloads import Workload, load_workload
 from specsim.speculation.acceptance import AcceptanceProfile, constant_profile
 from specsim.speculation.speedup import Setup
 
 
 def choose_acceptance(*, alpha: float | None, workload: Workload | None,
-                      drafter: Drafter | None) -> AcceptanceProfile:
-    """The acceptance to use: alpha, else the workload's, else the drafter's published one."""
+                      drafter: Drafter | None, allow_none: bool = False
+                      ) -> AcceptanceProfile | None:
+    """The acceptance to use: alpha, else the workload's, else the drafter's published one
+    (None only with `allow_none`, when a ranks file will give it)."""
     if alpha is not None and workload is not None:
         raise SpecError("give --alpha or --workload, not both")
     if alpha is not None:
@@ -36,6 +40,8 @@ def choose_acceptance(*, alpha: float | None, workload: Workload | None,
         return workload.acceptance
     if drafter is not None and drafter.acceptance is not None:
         return drafter.acceptance
+    if allow_none:
+        return None
     raise SpecError("no acceptance: give --alpha A or --workload W (this drafter has no "
                     "published acceptance)")
 
@@ -45,7 +51,7 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
                workload: str | None = None, context: float | tuple[float, ...] | None = None,
                tp: int = 1, draft_cost: float | None = None,
                precision: Precision | None = None, engine: str = DEFAULT_ENGINE,
-               ep: int = 1
+               ep: int = 1, ranks: str | None = None
                ) -> tuple[Setup, AcceptanceProfile]:
     """The setup and acceptance profile of a speculation question, from spec names.
 
@@ -57,10 +63,17 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
     """
     target = load_model(model) if model else None
     draft = load_drafter(drafter, target=target) if drafter else None
+    if draft is not None and target is not None:
+        check_compatible(load_drafter(drafter).target, draft, target)  # type: ignore[arg-type]
     if target is None:
         target = draft.target if draft else load_model(DEFAULT_MODEL)
     load = load_workload(workload) if workload else None
-    profile = choose_acceptance(alpha=alpha, workload=load, drafter=draft)
+    profile = choose_acceptance(alpha=alpha, workload=load, drafter=draft,
+                                allow_none=ranks is not None)
+    if ranks is not None:
+        profile = with_ranks(profile, ranks)
+    if profile is None:
+        raise SpecError("no acceptance: give --alpha, --workload or --ranks")
     if context is None:
         context = load.context if load else DEFAULT_CONTEXT_TOKENS
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
@@ -68,3 +81,32 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
                   precision=precision or Precision(), engine=engine_or_none(load_engine(engine)),
                   ep=ep)
     return setup, profile
+
+
+def with_ranks(profile: AcceptanceProfile | None, path: str) -> AcceptanceProfile:
+    """The profile with measured per-rank acceptance from a ranks file (`--ranks`); without
+    another profile, chains use a_0 at every position."""
+    from specsim.speculation.rank_files import read_ranks
+
+    ranks = read_ranks(path)
+    if profile is None:
+        return AcceptanceProfile(position_alphas=ranks[:1], rank_acceptance=ranks,
+                                 source=f"ranks file {path} (chains: a_0 at every position)")
+    return replace(profile, rank_acceptance=ranks, ranks_from_chain=False,
+                   source=f"{profile.source}; ranks from {path}")
+
+
+def check_compatible(own_target: Model, drafter: Drafter, target: Model) -> None:
+    """A drafter runs on `target` only if it was made for it: same hidden size where it reads
+    the target's hidden states, same vocabulary, and the target it was trained for."""
+    who = f"drafter {drafter.slug} (made for {own_target.slug})"
+    if own_target.vocab_size != target.vocab_size:
+        raise SpecError(f"{who} does not fit target {target.slug}: vocabulary "
+                        f"{own_target.vocab_size} vs {target.vocab_size}")
+    reads_hidden = drafter.kind.cache != "model" and drafter.fused_target_layers > 0
+    if reads_hidden and own_target.hidden_size != target.hidden_size:
+        raise SpecError(f"{who} does not fit target {target.slug}: it reads hidden states of "
+                        f"size {own_target.hidden_size}, the target has {target.hidden_size}")
+    if drafter.kind.cache != "model" and own_target.slug != target.slug:
+        raise SpecError(f"{who} was trained for {own_target.slug}, not {target.slug}; pass a "
+                        f"drafter YAML whose 'target' is {target.slug} if one was trained for it")

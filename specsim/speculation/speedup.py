@@ -30,7 +30,12 @@ from specsim.specs.models import Model
 from specsim.speculation import engine_time
 from specsim.speculation.acceptance import AcceptanceProfile, marginal_acceptance, tau_prefixes
 from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
-from specsim.speculation.trees import best_first_tree
+from specsim.speculation.trees import (
+    ORDERED_DP_MAX_NODES,
+    best_first_tree,
+    ordered_rank_table,
+    tree_from_take,
+)
 
 IntArray = NDArray[np.int64]
 # auto: trees when the profile has per-rank acceptance, else chains.
@@ -81,29 +86,50 @@ def chain_candidates(profile: AcceptanceProfile, max_gamma: int) -> Candidates:
 
 def tree_candidates(rank_acceptance: ArrayLike, max_nodes: int,
                     depth_caps: tuple[int | None, ...] = (None,)) -> Candidates:
-    """Best-first trees of N = 0..max_nodes nodes under the candidate-rank model, per depth cap.
+    """Best trees of N = 0..max_nodes nodes under the candidate-rank model, per depth cap.
 
-    The top-N nodes by path probability among those at most `cap` deep form the optimal tree
-    for N nodes and that depth (a child never beats its parent), so one best-first pass per cap
-    gives every N at once.
+    A node's children are its top ranks. Where a_j does not rise, the top-N nodes by path
+    probability among those at most `cap` deep form the optimal tree for N nodes and that depth,
+    so one best-first pass per cap gives every N at once; else one exact table per cap does.
     """
+    a = np.asarray(rank_acceptance, dtype=np.float64)
+    rising = bool(np.any(np.diff(a) > 0.0)) and max_nodes <= ORDERED_DP_MAX_NODES
     parts = []
     for cap in depth_caps:
-        tree = best_first_tree(rank_acceptance, max_nodes, cap)
-        count = tree.num_nodes
-        gains = np.zeros(max_nodes)
-        gains[:count] = tree.path_probability
-        depth = np.zeros(max_nodes + 1)
-        depth[1:count + 1] = np.maximum.accumulate(tree.depths)
-        depth[count + 1:] = depth[count]
-        width = np.zeros(max_nodes + 1)
-        # Siblings are added best rank first, so a node of rank r means r + 1 children there.
-        width[1:count + 1] = np.maximum.accumulate(tree.ranks + 1)
-        width[count + 1:] = width[count]
-        parts.append((np.arange(max_nodes + 1.0), depth, tau_prefixes(gains), width))
+        limit = max_nodes if cap is None else min(cap, max_nodes)
+        parts.append(_ordered_part(a, max_nodes, limit) if rising
+                     else _best_first_part(a, max_nodes, limit))
     nodes, depth, tau, width = (np.concatenate(p) for p in zip(*parts, strict=True))
     shape = tuple("chain" if w <= 1 else "tree" for w in width)
     return Candidates(nodes=nodes, depth=depth, tau=tau, max_width=width, shape=shape)
+
+
+Part = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+
+
+def _best_first_part(a: FloatArray, max_nodes: int, cap: int) -> Part:
+    tree = best_first_tree(a, max_nodes, cap)
+    count = tree.num_nodes
+    gains = np.zeros(max_nodes)
+    gains[:count] = tree.path_probability
+    depth = np.zeros(max_nodes + 1)
+    depth[1:count + 1] = np.maximum.accumulate(tree.depths)
+    depth[count + 1:] = depth[count]
+    width = np.zeros(max_nodes + 1)
+    # Siblings are added best rank first, so a node of rank r means r + 1 children there.
+    width[1:count + 1] = np.maximum.accumulate(tree.ranks + 1)
+    width[count + 1:] = width[count]
+    return np.arange(max_nodes + 1.0), depth, tau_prefixes(gains), width
+
+
+def _ordered_part(a: FloatArray, max_nodes: int, cap: int) -> Part:
+    value, take = ordered_rank_table(a, max_nodes, cap)
+    depth = np.zeros(max_nodes + 1)
+    width = np.zeros(max_nodes + 1)
+    for n in range(1, max_nodes + 1):
+        tree = tree_from_take(a, take, n, cap)
+        depth[n], width[n] = tree.depth, int(tree.ranks.max(initial=-1)) + 1
+    return np.arange(max_nodes + 1.0), depth, 1.0 + value[cap], width
 
 
 def candidates_for(drafter: Drafter | None, profile: AcceptanceProfile, *, shape: str,

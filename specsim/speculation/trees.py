@@ -6,9 +6,11 @@ model says the j-th candidate (j = 0 best) at any node is the target's token wit
 a_j; these events are mutually exclusive, so sum_j a_j <= 1, and a node's path probability is
 the product of a_rank along its root-to-node path.
 
-Builders: `best_first_tree` (top `budget` path probabilities, optionally depth-capped; the
-optimal tree for a node budget) and `chain`. tests/oracles.py holds the Sequoia-style dynamic
-program over budget and depth that checks the depth-capped best-first trees.
+Builders: `best_first_tree` (the optimal tree for a node budget and depth cap whose nodes'
+children are their top ranks, as engines draft them; `ordered_rank_tree` where measured a_j
+rise somewhere), `sglang_tree` (the tree SGLang's EAGLE expansion realizes) and `chain`.
+tests/oracles.py holds the Sequoia-style dynamic program over budget and depth that checks
+the depth-capped best-first trees.
 """
 
 from __future__ import annotations
@@ -194,10 +196,13 @@ def _best_first(
 def best_first_tree(
     rank_acceptance: npt.ArrayLike, budget: int, max_depth: int | None = None
 ) -> Tree:
-    """Tree of the `budget` nodes with the highest path probability under the rank model.
+    """The best tree of at most `budget` nodes whose nodes' children are their top ranks.
 
-    Optimal for a node budget: tau is 1 + a sum over nodes and a child never beats its parent,
-    so the top-N nodes form a tree. Ties go to the shallower node (see `_best_first`).
+    Engines draft a node's top-k candidates, so a node of rank j always has siblings of ranks
+    0..j-1. Where a_j does not increase with j, the `budget` nodes with the highest path
+    probability form that tree (a child never beats its parent or an earlier sibling), found best
+    first; ties go to the shallower node (see `_best_first`). Where a measured a_j rises somewhere
+    (rank 9 likelier than rank 8), `ordered_rank_tree` solves it exactly.
 
     Args:
         rank_acceptance: a_j per candidate rank, shape (J,), sum <= 1.
@@ -205,18 +210,131 @@ def best_first_tree(
         max_depth: maximum depth (sequential drafter passes), None for unlimited.
 
     Returns:
-        Tree with min(budget, number of admissible nodes) nodes in best-first order.
+        Tree with at most `budget` nodes; in best-first order when a_j does not increase.
     """
     a = _rank_vector(rank_acceptance)
     _check_budget(budget, max_depth)
-    order = np.argsort(-a, kind="stable")[:budget]  # candidates best first; ties: lower rank
-    with np.errstate(divide="ignore"):
-        log_a = np.log(a[order])[None, :]  # the same candidates at every depth
     depth_limit = budget if max_depth is None else min(budget, max_depth)
+    if np.any(np.diff(a) > 0.0) and budget <= ORDERED_DP_MAX_NODES:
+        return ordered_rank_tree(a, budget, depth_limit)
+    with np.errstate(divide="ignore"):
+        log_a = np.log(a[:budget])[None, :]  # rank order; siblings only after their elders
     parents, depths, positions, log_prob = _best_first(log_a, budget, depth_limit)
-    return Tree(
-        parents=parents,
-        depths=depths,
-        ranks=order[positions].astype(np.int64),
-        path_probability=np.exp(log_prob),
-    )
+    return Tree(parents=parents, depths=depths, ranks=positions,
+                path_probability=np.exp(log_prob))
+
+
+# Largest budget the exact dynamic program handles for a rising rank vector; beyond it the
+# rank-ordered best-first search gives a valid, possibly slightly worse, tree.
+ORDERED_DP_MAX_NODES = 256
+
+
+def ordered_rank_table(a: FloatArray, budget: int, max_depth: int
+                       ) -> tuple[FloatArray, IntArray]:
+    """Best sum of path probabilities below a node, children restricted to top ranks.
+
+    value[d, n]: at most n nodes, at most d levels. A node's children take ranks 0..k-1; rank j's
+    child and its subtree of m nodes are worth a_j (1 + value[d-1, m-1]), and the ranks share n
+    as a knapsack that may stop at any rank but never skips one. Cost O(max_depth J budget^2).
+
+    Returns:
+        value, shape (D + 1, N + 1), and take[d, j, n], shape (D + 1, J, N + 1): the nodes rank
+        j's subtree gets when ranks j.. share n (0: rank j and all later ranks are left out).
+    """
+    num_ranks = min(a.shape[0], budget)
+    value = np.zeros((max_depth + 1, budget + 1))
+    take = np.zeros((max_depth + 1, num_ranks, budget + 1), dtype=np.int64)
+    n = np.arange(budget + 1)[:, None]
+    m = np.arange(1, budget + 1)[None, :]
+    feasible = m <= n
+    rest_index = np.where(feasible, n - m, 0)
+    rows = np.arange(budget + 1)
+    for d in range(1, max_depth + 1):
+        subtree = 1.0 + value[d - 1, m - 1]
+        rest = np.zeros(budget + 1)
+        for j in range(num_ranks - 1, -1, -1):
+            options = np.where(feasible, a[j] * subtree + rest[rest_index], -np.inf)
+            best_m = np.argmax(options, axis=1)
+            best = options[rows, best_m]
+            use = best > 0.0  # stop at rank j when it and the later ranks add nothing
+            take[d, j] = np.where(use, best_m + 1, 0)
+            rest = np.where(use, best, 0.0)
+        value[d] = rest
+    return value, take
+
+
+def ordered_rank_tree(rank_acceptance: npt.ArrayLike, budget: int, max_depth: int) -> Tree:
+    """Exact best tree of at most `budget` nodes and `max_depth` levels whose nodes' children
+    are their top ranks (Sequoia's tree with ordered ranks, Chen et al. 2024)."""
+    a = _rank_vector(rank_acceptance)
+    _check_budget(budget, max_depth)
+    depth_limit = min(budget, max_depth)
+    _, take = ordered_rank_table(a, budget, depth_limit)
+    return tree_from_take(a, take, budget, depth_limit)
+
+
+def tree_from_take(a: FloatArray, take: IntArray, budget: int, depth_limit: int) -> Tree:
+    parents: list[int] = []
+    depths: list[int] = []
+    ranks: list[int] = []
+    probs: list[float] = []
+    stack = [(-1, 0, 1.0, budget, depth_limit)]  # node, depth, path prob, nodes below, levels
+    while stack:
+        node, depth, prob, below, levels = stack.pop(0)
+        for j in range(take.shape[1]):
+            nodes = int(take[levels, j, below]) if levels > 0 else 0
+            if nodes == 0:
+                break
+            parents.append(node)
+            depths.append(depth + 1)
+            ranks.append(j)
+            probs.append(prob * float(a[j]))
+            stack.append((len(parents) - 1, depth + 1, probs[-1], nodes - 1, levels - 1))
+            below -= nodes
+    return Tree(parents=np.array(parents, dtype=np.int64), depths=np.array(depths, dtype=np.int64),
+                ranks=np.array(ranks, dtype=np.int64),
+                path_probability=np.array(probs, dtype=np.float64))
+
+
+def sglang_tree(rank_acceptance: npt.ArrayLike, steps: int, topk: int,
+                draft_tokens: int) -> Tree:
+    """The tree SGLang's EAGLE loop verifies for `--speculative-num-steps steps
+    --speculative-eagle-topk topk --speculative-num-draft-tokens draft_tokens`.
+
+    SGLang 0.5.23 (speculative/eagle_worker_v2.py, spec_utils.py, eagle_utils.py): the root gets
+    its topk best candidates; at each later depth up to `steps` the topk best frontier nodes by
+    path score get topk children each, all of which join the pool; the draft_tokens - 1 best of
+    the pool are verified. Path scores here are the rank model's path probabilities.
+    """
+    a = _rank_vector(rank_acceptance)
+    if steps < 1 or topk < 1 or draft_tokens < 1:
+        raise SpecError("sglang tree: steps, topk and draft tokens must be >= 1")
+    k = min(topk, a.shape[0])
+    pool: list[tuple[float, int, int, int]] = []  # (-prob, order, parent pool index, rank)
+    frontier = [(-1, 1.0)]  # (pool index, path probability)
+    for depth in range(1, steps + 1):
+        level = [(p * float(a[j]), parent, j) for parent, p in frontier for j in range(k)]
+        start = len(pool)
+        pool += [(-prob, start + i, parent, j) for i, (prob, parent, j) in enumerate(level)]
+        best = sorted(range(len(level)), key=lambda i: (-level[i][0], i))[:topk]
+        frontier = [(start + i, level[i][0]) for i in best]
+        del depth
+    kept = sorted(sorted(pool)[:max(draft_tokens - 1, 0)], key=lambda e: e[1])
+    index = {entry[1]: i for i, entry in enumerate(kept)}
+    parents = np.array([index.get(e[2], -1) if e[2] >= 0 else -1 for e in kept], dtype=np.int64)
+    if any(e[2] >= 0 and e[2] not in index for e in kept):
+        raise SpecError("sglang tree: a kept node lost its parent (tie in path scores)")
+    depths = np.zeros(len(kept), dtype=np.int64)
+    for i, p in enumerate(parents.tolist()):
+        depths[i] = 1 if p < 0 else depths[p] + 1
+    return Tree(parents=parents, depths=depths,
+                ranks=np.array([e[3] for e in kept], dtype=np.int64),
+                path_probability=np.array([-e[0] for e in kept], dtype=np.float64))
+
+
+def sglang_pool_probabilities(rank_acceptance: npt.ArrayLike, steps: int, topk: int
+                              ) -> FloatArray:
+    """Path probabilities of SGLang's whole candidate pool, best first, shape
+    (topk + (steps - 1) topk^2,): tau of the top n is 1 + their cumulative sum."""
+    tree = sglang_tree(rank_acceptance, steps, topk, 1 + topk + (steps - 1) * topk * topk)
+    return np.sort(tree.path_probability)[::-1]
