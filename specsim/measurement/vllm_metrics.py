@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.specs.io import read_text
 from specsim.speculation.acceptance import AcceptanceProfile
 
 FloatArray = npt.NDArray[np.float64]
@@ -196,6 +197,9 @@ def parse_prometheus_metrics(text: str, source: str = "metrics") -> SpecDecodeCo
     if missing:
         raise SpecError(f"{source}: {ACCEPTED_PER_POSITION} lacks positions {missing}")
     accepted = [per_position[i] for i in range(gamma)]
+    if totals[DRAFT_TOKENS] > totals[DRAFTS] * gamma * (1 + COUNT_TOLERANCE) + 0.5:
+        raise SpecError(f"{source}: {totals[DRAFT_TOKENS]:g} draft tokens exceed {gamma} "
+                        f"positions x num_drafts {totals[DRAFTS]:g}")
     if abs(sum(accepted) - totals[ACCEPTED_TOKENS]) > COUNT_TOLERANCE * max(1.0, sum(accepted)):
         raise SpecError(
             f"{source}: per-position accepted counts sum to {sum(accepted):g} but "
@@ -365,10 +369,7 @@ def read_metrics(source: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> tuple[st
         return fetch_metrics(source, timeout_s=timeout_s), "vllm-metrics"
 
     path = Path(source)
-    try:
-        return path.read_text(encoding="utf-8", errors="replace"), path.stem
-    except OSError as err:
-        raise SpecError(f"{source}: cannot read ({err.strerror})") from None
+    return read_text(path, what="vLLM metrics page or log"), path.stem
 
 
 def read_counts(source: str) -> SpecDecodeCounts:
