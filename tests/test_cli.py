@@ -47,14 +47,14 @@ def test_models_list_and_show() -> None:
 
 def test_roofline_table_and_json() -> None:
     rows = json.loads(ok("roofline", "--hardware", "h100-sxm", "--model", "llama-3.1-8b",
-                         "--tokens", "1,8,4096", "--json"))
+                         "--tokens", "1,8,4096", "--json"))["rows"]
     assert [r["tokens"] for r in rows] == [1, 8, 4096]
     # 15.0 GB of weights (all but the embedding table) / 3.35 TB/s
     assert rows[0]["time_ms"] == pytest.approx(4.48, abs=0.02)
     assert rows[0]["bound"] == "memory" and rows[2]["bound"] == "compute"
     assert set(rows[0]) >= {"tokens", "time_ms", "bound", "bytes", "flops"}
     assert "time_ms" in ok("roofline", "--tokens", "1-4")
-    by_op = json.loads(ok("roofline", "--tokens", "1", "--by-op", "--json"))
+    by_op = json.loads(ok("roofline", "--tokens", "1", "--by-op", "--json"))["rows"]
     assert {"qkv_proj", "attention", "mlp_up", "lm_head"} <= {r["op"] for r in by_op}
 
 
@@ -63,8 +63,8 @@ def test_memory_with_a_drafter() -> None:
              "dflash-qwen3-8b", "--context", "32768", "--requests", "1,128")
     assert "max concurrent requests" in out
     rows = json.loads(ok("memory", "--model", "qwen3-8b", "--drafter", "dflash-qwen3-8b",
-                         "--context", "32768", "--requests", "128", "--json"))
-    assert rows[0]["drafter_kv_gb"] == pytest.approx(128 * 671_088_640 / 1e9)
+                         "--context", "32768", "--requests", "128", "--json"))["rows"]
+    assert rows[0]["drafter_kv_GB_per_gpu"] == pytest.approx(128 * 671_088_640 / 1e9)
     assert rows[0]["fits"] is False
 
 
@@ -82,7 +82,7 @@ def test_import_writes_and_refuses_to_overwrite(tmp_path: Path) -> None:
     assert again.returncode != 0 and "--force" in again.stderr
     assert out.read_text() == before
     assert run("models", "import", str(config), "--out", str(out), "--force").returncode == 0
-    rows = json.loads(ok("roofline", "--model", str(out), "--tokens", "1", "--json"))
+    rows = json.loads(ok("roofline", "--model", str(out), "--tokens", "1", "--json"))["rows"]
     assert rows[0]["time_ms"] == pytest.approx(4.48, abs=0.02)
 
 
@@ -91,10 +91,10 @@ BAD = [
     (["roofline", "--model", "llama-9"], "unknown models 'llama-9'"),
     (["roofline", "--tokens", "1,x"], "option --tokens: cannot read 'x'"),
     (["roofline", "--tokens", "-5"], "option --tokens"),
-    (["roofline", "--tp", "3"], "tensor parallel degree 3"),
-    (["roofline", "--weight-dtype", "fp12"], "weight_dtype 'fp12'"),
+    (["roofline", "--tp", "3"], "option --tp: 3 does not split"),
+    (["roofline", "--weight-dtype", "fp12"], "option --weight-dtype: 'fp12'"),
     (["roofline", "--compute-dtype", "fp4"], "no fp4 peak flops"),
-    (["memory", "--memory-fraction", "0"], "memory fraction"),
+    (["memory", "--memory-fraction", "0"], "option --memory-fraction: must be in (0, 1]"),
     (["memory", "--drafter", "nope"], "unknown drafters 'nope'"),
     (["hardware", "show", "missing.yaml"], "missing.yaml: no such hardware file"),
     (["models", "import", "nofile.json"], "nofile.json: cannot read"),
@@ -117,7 +117,7 @@ def test_bad_spec_files_are_one_clear_line(tmp_path: Path) -> None:
     result = run("roofline", "--hardware", str(bad_yaml))
     assert result.returncode == 2 and "malformed YAML" in result.stderr
     heads = tmp_path / "model.yaml"
-    heads.write_text("name: m\nsource: s\narchitecture: LlamaForCausalLM\nhidden_size: 64\n"
+    heads.write_text("name: m\nsource: s\narchitecture: LlamaForCausalLM\nhidden_size: 96\n"
                      "num_layers: 2\nnum_attention_heads: 6\nnum_kv_heads: 4\n"
                      "intermediate_size: 128\nvocab_size: 100\n")
     result = run("roofline", "--model", str(heads))

@@ -38,14 +38,16 @@ def test_recommend_on_defaults() -> None:
     assert [r["batch"] for r in data["rows"]] == [1, 64]
     assert data["vllm_speculative_config"]["method"] == "dflash"
     assert set(data["rows"][0]) >= {"batch", "shape", "nodes", "depth", "tau", "speedup",
-                                    "tokens_per_s_per_user", "throughput", "vllm_k", "sglang"}
+                                    "tokens_per_s_per_user", "plain_tokens_per_s_per_user",
+                                    "throughput_tokens_per_s", "vllm_k", "sglang"}
+    assert data["setup"].startswith("setup: qwen3-8b on h100-sxm")
 
 
 def test_speedup_table_and_plot(tmp_path: Path) -> None:
     png = tmp_path / "speedup.png"
     rows = json.loads(ok("speedup", "--model", "llama-3.1-8b", "--alpha", "0.8",
                          "--draft-cost", "0.05", "--context", "0", "--batch", "8",
-                         "--nodes", "0,8,36", "--plot", str(png), "--json"))
+                         "--nodes", "0,8,36", "--plot", str(png), "--json"))["rows"]
     assert [r["nodes"] for r in rows] == [0, 8, 36]
     assert rows[0]["speedup"] == pytest.approx(1.0)
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
@@ -102,7 +104,7 @@ def test_recommend_for_a_context_mix() -> None:
     """Half the requests at 1k and half at 32k tokens: slower than all at 1k, faster than all
     at 32k, at the same batch size and drafting setting."""
     def per_user(context: str) -> float:
-        data = json.loads(ok("recommend", "--batch", "16", "--shape", "chain", "--context",
+        data = json.loads(ok("recommend", "--batch", "4", "--shape", "chain", "--context",
                              context, "--json"))
         return float(data["rows"][0]["tokens_per_s_per_user"])
 

@@ -113,4 +113,4 @@ def test_speedup_names_its_engine() -> None:
     out = run("speedup", "-d", "dflash-qwen3-8b", "--alpha", "0.8", "--shape", "chain",
               "--nodes", "0,7", "--batch", "1", "--engine", "vllm")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("engine: vllm")
+    assert out.stdout.startswith("setup: ") and "; engine vllm;" in out.stdout.splitlines()[0]

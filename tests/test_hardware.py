@@ -91,9 +91,16 @@ def test_h100_ops_per_byte_is_295() -> None:
     assert load_hardware("h100-sxm").ops_per_byte == pytest.approx(295, abs=1)
 
 
-def test_unknown_slug_lists_the_valid_ones() -> None:
-    with pytest.raises(SpecError, match="unknown hardware 'h900'.*h100-sxm"):
+def test_unknown_slug_suggests_the_closest_and_points_to_the_list() -> None:
+    with pytest.raises(SpecError, match="unknown hardware 'h900'.*hardware list") as err:
         load_hardware("h900")
+    assert len(str(err.value)) < 400
+    with pytest.raises(SpecError, match="did you mean 'h100-sxm'"):
+        load_hardware("h100-sx")
+
+
+def test_slugs_match_regardless_of_case() -> None:
+    assert load_hardware("H100-SXM").slug == "h100-sxm"
 
 
 def _profile(**overrides: object) -> dict[str, object]:

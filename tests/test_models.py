@@ -145,7 +145,7 @@ def test_a_file_model_loads(write_yaml) -> None:  # type: ignore[no-untyped-def]
     ({"num_kv_heads": 3}, r"'num_attention_heads' = 4 is not divisible by 'num_kv_heads' = 3"),
     ({"hidden_size": "big"}, r"field 'hidden_size' must be an integer, got 'big'"),
     ({"num_layers": None}, r"field 'num_layers' is missing"),
-    ({"vocab_size": -5}, r"field 'vocab_size' must be >= 1, got -5"),
+    ({"vocab_size": -5}, r"field 'vocab_size' must be in 1..1,000,000,000, got -5"),
     ({"layer_types": ["full_attention", "mamba"]}, r"unknown kind 'mamba'"),
     ({"layer_types": ["full_attention"]}, r"'layer_types' has 1 entries, 'num_layers' is 2"),
     ({"moe": {"num_experts": 4, "experts_per_token": 8, "expert_intermediate_size": 64}},

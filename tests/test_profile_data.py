@@ -201,7 +201,7 @@ def test_malformed_profile_is_one_spec_error_naming_file_and_place(
 
 
 def test_missing_file_is_spec_error(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="nope.csv: cannot read profile"):
+    with pytest.raises(SpecError, match="nope.csv: cannot read"):
         read_profile(tmp_path / "nope.csv")
 
 

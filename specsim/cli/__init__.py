@@ -7,7 +7,9 @@ The CLI modules leave out `from __future__ import annotations` on purpose: typer
 command at each start, and string annotations would make it compile and eval each one again.
 """
 
+import functools
 import sys
+from typing import Any
 
 import typer
 
@@ -25,12 +27,27 @@ from specsim.errors import SpecError
 __all__ = ["app", "main"]
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command typer builds from `app`, built once per process (it takes ~50 ms)."""
+    return typer.main.get_command(app)
+
+
+MAX_MESSAGE_CHARS = 380  # with the "specsim: error: " prefix, under 400
+
+
+def one_line(message: str) -> str:
+    """An error message on one line, cut to MAX_MESSAGE_CHARS (a long value is not the point)."""
+    text = " ".join(message.split())
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
 def main() -> None:
     """Entry point: bad input becomes one line on stderr and a non-zero exit, never a traceback."""
     try:
-        code = app(standalone_mode=False)
+        code = _command()(standalone_mode=False)
     except SpecError as err:
-        typer.echo(f"specsim: error: {err}", err=True)
+        typer.echo(f"specsim: error: {one_line(str(err))}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("specsim: interrupted", err=True)
@@ -43,6 +60,6 @@ def main() -> None:
         if type(err).__name__ == "NoArgsIsHelpError":  # bare `specsim`: show the help
             typer.echo(format_message())
             sys.exit(0)
-        typer.echo(f"specsim: error: {format_message()}", err=True)
+        typer.echo(f"specsim: error: {one_line(format_message())}", err=True)
         sys.exit(int(getattr(err, "exit_code", 2) or 2))
     sys.exit(code if isinstance(code, int) else 0)

@@ -60,24 +60,81 @@ def echo(text: str) -> None:
     typer.echo(text)
 
 
+# The most each list option may ask for; --context's bound is its per-request length.
+LIMITS = {
+    "--tokens": defaults.MAX_TOKENS_PER_PASS,
+    "--batch": defaults.MAX_BATCH,
+    "--requests": defaults.MAX_BATCH,
+    "--nodes": defaults.MAX_TREE_NODES,
+    "--context": defaults.MAX_CONTEXT_TOKENS,
+}
+
+
 def parse_ints(text: str, option: str) -> list[int]:
-    """'1,8,32' or '0-64' or '0-1024:8' (range with step) into a list of ints."""
+    """'1,8,32' or '0-64' or '0-1024:8' (range with step) into a list of ints.
+
+    Values are bounded by LIMITS[option] and the list by MAX_LIST_VALUES, checked before any
+    list is built, so a huge range is one error rather than a hang.
+    """
+    maximum = LIMITS.get(option, defaults.MAX_BATCH)
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        try:
-            if "-" in part[1:]:
-                span, _, step = part.partition(":")
-                lo, hi = span.split("-", 1)
-                values.extend(range(int(lo), int(hi) + 1, int(step) if step else 1))
-            elif part:
-                values.append(int(part))
-        except ValueError:
-            raise SpecError(f"option {option}: cannot read {part!r} (use e.g. 1,8,32 or 0-64)") \
-                from None
+        if not part:
+            continue
+        span = _span(part, option)
+        if span[0] < 0:
+            break
+        if span[0] > maximum or span[-1] > maximum:
+            raise SpecError(f"option {option}: {_cut(part)} exceeds the limit of {maximum:,}")
+        if len(values) + len(span) > defaults.MAX_LIST_VALUES:
+            raise SpecError(f"option {option}: more than {defaults.MAX_LIST_VALUES:,} values "
+                            f"in {_cut(text)}")
+        values.extend(span)
     if not values or any(v < 0 for v in values):
-        raise SpecError(f"option {option}: need one or more non-negative integers, got {text!r}")
+        raise SpecError(f"option {option}: need one or more non-negative integers, "
+                        f"got {_cut(text)}")
     return values
+
+
+def _span(part: str, option: str) -> range:
+    """One comma-separated item: 'N', 'LO-HI' or 'LO-HI:STEP' (a range(-1, 0) if negative)."""
+    if not part.isascii():
+        raise SpecError(f"option {option}: cannot read {_cut(part)} (ASCII digits only)")
+    try:
+        if "-" not in part[1:]:
+            number = int(part)
+            return range(number, number + 1) if number >= 0 else range(-1, 0)
+        span, _, step_text = part.partition(":")
+        lo_text, hi_text = span.split("-", 1)
+        lo, hi, step = int(lo_text), int(hi_text), int(step_text) if step_text else 1
+    except ValueError:
+        raise SpecError(f"option {option}: cannot read {_cut(part)} (use e.g. 1,8,32 or 0-64 "
+                        "or 0-1024:8)") from None
+    if lo < 0 or hi < lo or step < 1:
+        raise SpecError(f"option {option}: range {_cut(part)} needs 0 <= LO <= HI and a step "
+                        ">= 1")
+    return range(lo, hi + 1, step)
+
+
+def _cut(text: str, width: int = 40) -> str:
+    return repr(text) if len(text) <= width else repr(text[: width - 3] + "...")
+
+
+def check_number(value: float | None, option: str, *, low: float, high: float,
+                 low_open: bool = False) -> None:
+    """A finite option value in [low, high] (or (low, high]); one line naming the option."""
+    if value is None:
+        return
+    below = value <= low if low_open else value < low
+    if value != value or below or value > high:
+        bracket = "(" if low_open else "["
+        raise SpecError(f"option {option}: must be in {bracket}{low:g}, {high:g}], got {value:g}")
+
+
+def check_int(value: int | None, option: str, *, low: int, high: int) -> None:
+    if value is not None and not low <= value <= high:
+        raise SpecError(f"option {option}: must be in {low}..{high:,}, got {value:,}")
 
 
 def parse_context(text: str | None) -> float | tuple[float, ...] | None:
@@ -96,11 +153,13 @@ def precision(weight_dtype: str = "", kv_dtype: str = "bf16", compute_dtype: str
     return Precision(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
 
 
-def _load(hardware: str, model: str) -> tuple[Any, Any]:
+def _load(hardware: str, model: str, tp: int = 1) -> tuple[Any, Any]:
     from specsim.specs.hardware import load_hardware
-    from specsim.specs.models import load_model
+    from specsim.specs.models import check_tensor_parallel, load_model
 
-    return load_hardware(hardware), load_model(model)
+    hw, target = load_hardware(hardware), load_model(model)
+    check_tensor_parallel(target, tp)
+    return hw, target
 
 
 def _load_drafter(name: str, target: Any) -> Any:

@@ -19,14 +19,16 @@ from specsim.cli.common import (
     _load,
     _load_drafter,
     app,
+    check_int,
+    check_number,
     echo,
-    emit,
     parse_context,
     parse_ints,
     precision,
     to_json,
     to_table,
 )
+from specsim.specs.defaults import MAX_TREE_NODES
 
 
 @app.command()
@@ -51,11 +53,20 @@ def roofline(
     from specsim.forward.cost import roofline as sweep
     from specsim.present.rows import roofline_op_rows, roofline_rows
 
-    hw, target = _load(hardware, model)
-    cost = sweep(target, hw, parse_ints(tokens, "--tokens"),
-                 context=parse_context(context) or 0.0, queries=queries, tp=tp,
-                 precision=precision(weight_dtype, kv_dtype, compute_dtype), ep=ep)
-    emit(roofline_op_rows(cost) if by_op else roofline_rows(cost), as_json)
+    check_int(queries, "--queries", low=1, high=MAX_TREE_NODES + 1)
+    from specsim.present.render import setup_text
+
+    hw, target = _load(hardware, model, tp)
+    ctx, prec = parse_context(context) or 0.0, precision(weight_dtype, kv_dtype, compute_dtype)
+    cost = sweep(target, hw, parse_ints(tokens, "--tokens"), context=ctx, queries=queries,
+                 tp=tp, precision=prec, ep=ep)
+    rows = roofline_op_rows(cost) if by_op else roofline_rows(cost)
+    header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec, ep=ep)
+    if as_json:
+        echo(to_json({"setup": header, "rows": rows}))
+        return
+    echo(header)
+    echo(to_table(rows))
 
 
 @app.command()
@@ -80,15 +91,21 @@ def memory(
     from specsim.present.render import context_text
     from specsim.present.rows import memory_rows
 
-    hw, target = _load(hardware, model)
-    ctx = parse_context(context) or 0.0
-    plan = serving_memory(target, hw, parse_ints(requests, "--requests"), ctx,
-                          drafter=_load_drafter(drafter, target) if drafter else None, tp=tp,
-                          memory_fraction=memory_fraction, ep=ep,
-                          precision=precision(weight_dtype, kv_dtype))
+    check_number(memory_fraction, "--memory-fraction", low=0.0, high=1.0, low_open=True)
+    from specsim.present.render import setup_text
+
+    hw, target = _load(hardware, model, tp)
+    ctx, prec = parse_context(context) or 0.0, precision(weight_dtype, kv_dtype)
+    draft = _load_drafter(drafter, target) if drafter else None
+    plan = serving_memory(target, hw, parse_ints(requests, "--requests"), ctx, drafter=draft,
+                          tp=tp, memory_fraction=memory_fraction, ep=ep,
+                          precision=prec)
+    header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec,
+                        drafter=draft) + "; memory per GPU"
     if as_json:
-        echo(to_json(memory_rows(plan)))
+        echo(to_json({"setup": header, "rows": memory_rows(plan)}))
         return
+    echo(header)
     echo(to_table(memory_rows(plan)))
     echo(f"\nmax concurrent requests at {context_text(ctx)} tokens: {plan.max_requests} "
          f"({memory_fraction:.0%} of {hw.hbm_capacity_bytes / 1e9:g} GB, TP {tp}"

@@ -8,8 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from specsim.cli.common import DEFAULT_HARDWARE, JsonOpt, TpOpt, app, echo, to_json, to_table
+from specsim.cli.common import (
+    DEFAULT_HARDWARE,
+    JsonOpt,
+    TpOpt,
+    app,
+    check_int,
+    echo,
+    to_json,
+    to_table,
+)
 from specsim.errors import SpecError
+from specsim.specs.defaults import MAX_TOKENS_PER_PASS
 
 TINY = "tiny"  # a 4-layer toy model for quick CPU runs of the whole loop
 
@@ -72,7 +82,10 @@ def profile(
     )
     from specsim.specs.io import check_writable
 
-    check_writable(out, force=force)
+    check_writable(out, force=force, suffixes=(".csv",))
+    check_int(repeats, "--repeats", low=1, high=10_000)
+    check_int(warmup, "--warmup", low=0, high=10_000)
+    check_int(max_tokens, "--max-tokens", low=1, high=MAX_TOKENS_PER_PASS)
     spec = _model(model)
     kind = backend or _default_backend(device)
     engine = make_backend(kind, device)
@@ -136,11 +149,16 @@ def calibrate(
     from specsim.measurement.calibrate import calibrated_yaml, holdout_summary
     from specsim.measurement.tables import measured_hardware, read_measurements
     from specsim.specs.hardware import load_hardware
-    from specsim.specs.io import check_writable, read_yaml, write_yaml
+    from specsim.specs.io import PLOT_SUFFIXES, check_writable, read_yaml, write_yaml
 
-    for target in (out, predictions, plot):
-        if target is not None:
-            check_writable(target, force=force)
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
+    if predictions is not None:
+        check_writable(predictions, force=force, suffixes=(".csv",))
+    if plot is not None:
+        check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
+    if len({p.resolve() for p in (out, predictions, plot) if p is not None}) < \
+            sum(p is not None for p in (out, predictions, plot)):
+        raise SpecError("options --out, --predictions and --plot must name different files")
     slug, vidur_device = measured_hardware(profile_path, fmt, hardware=hardware, device=device)
     hw = load_hardware(slug)
     points = read_measurements(profile_path, fmt, device=vidur_device)
@@ -150,7 +168,10 @@ def calibrate(
         check_profile_matches_model(points, _model(model), tp, source=str(profile_path))
     split_rule = f"trained on {', '.join(train)}" if train else \
         "every third point of each grid held out"
-    result = fit(points, hw, train_models=train, source="pending")
+    try:
+        result = fit(points, hw, train_models=train, source="pending")
+    except SpecError as err:
+        raise SpecError(f"{profile_path}: cannot calibrate on these points ({err})") from None
     held = holdout_summary(result)
     summary = ", ".join(f"{k} {v:.1f}%" for k, v in held.items())
     data = "Vidur's public profiling tables (github.com/microsoft/vidur, data/profiling)" \

@@ -1,12 +1,12 @@
 """`specsim hardware` and `specsim models`: the built-in specs, every number with its source."""
 
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from specsim.cli.common import JsonOpt, command_group, echo, emit, to_json
-from specsim.errors import SpecError
 
 hardware_app = command_group("hardware", "Built-in GPU profiles (datasheet numbers with sources).")
 models_app = command_group("models", "Target model specs (numbers from each config.json).")
@@ -82,23 +82,21 @@ def models_import(
 ) -> None:
     """Turn a config.json into a model spec YAML that every command accepts."""
     from specsim.specs.hf_import import import_config, is_generic, locate_config, read_config
-    from specsim.specs.io import check_writable, read_spec_file, write_yaml
+    from specsim.specs.io import check_writable, spec_from_mapping, write_yaml
     from specsim.specs.models import model_from_file
 
     found = locate_config(config)
     model_name = name or found.name
     slug = model_name.lower().replace("/", "-").replace(" ", "-")
     target = out or Path(f"{slug}.yaml")
-    check_writable(target, force=force)
+    check_writable(target, force=force, suffixes=(".yaml", ".yml"))
     data = read_config(found.path)
     spec = import_config(data, name=model_name, source=source or found.source,
                          where=str(found.path))
+    # Validate the spec as the file will hold it before writing: an invalid config leaves an
+    # existing --out untouched.
+    model = model_from_file(spec_from_mapping(spec, str(found.path)), slug=target.stem)
     write_yaml(target, spec, force=force)
-    try:
-        model = model_from_file(read_spec_file(target), slug=target.stem)
-    except SpecError:
-        target.unlink()
-        raise
     from specsim.specs.params import total_params
 
     params_b = total_params(model) / 1e9
@@ -142,18 +140,19 @@ def drafters_import(
     from specsim.specs.io import check_writable, write_yaml
     from specsim.specs.models import load_model
 
-    check_writable(out, force=force)
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     found = locate_config(config)
     model = load_model(target)
     spec = import_drafter(read_config(found.path), target=model, target_name=target,
                           name=name or found.name, source=source or found.source,
                           where=str(found.path), family=family)
+    # Check the spec in a scratch folder first: an invalid config leaves an existing --out as
+    # it was.
+    with tempfile.TemporaryDirectory() as scratch:
+        trial = Path(scratch) / out.name
+        write_yaml(trial, spec, force=True)
+        drafter = load_drafter(str(trial))
     write_yaml(out, spec, force=force)
-    try:
-        drafter = load_drafter(str(out))
-    except SpecError:
-        out.unlink()
-        raise
     echo(f"wrote {out}: {drafter.family} drafter for {model.name}, "
          f"{drafter.params() / 1e9:.3f}B own parameters")
 

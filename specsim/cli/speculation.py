@@ -17,6 +17,8 @@ from specsim.cli.common import (
     TpOpt,
     WeightDtypeOpt,
     app,
+    check_int,
+    check_number,
     command_group,
     echo,
     emit,
@@ -26,7 +28,7 @@ from specsim.cli.common import (
     to_json,
     to_table,
 )
-from specsim.specs.defaults import DEFAULT_ENGINE
+from specsim.specs.defaults import DEFAULT_ENGINE, MAX_TREE_NODES
 
 drafters_app = command_group("drafters",
                              "Built-in drafter specs (architecture numbers with sources).")
@@ -110,31 +112,49 @@ def speedup(
     weight_dtype: WeightDtypeOpt = "",
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
-    plot: Annotated[Path | None, typer.Option(help="Write the speedup-vs-nodes figure (PNG).")]
-    = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write the speedup-vs-nodes figure (.png, .pdf or .svg).")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing plot file.")] = False,
     engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
 ) -> None:
     """speedup(N, B) of trees or chains of N drafted nodes at batch sizes B."""
-    from specsim.present.render import context_text
+    from specsim.present.render import setup_line
     from specsim.present.rows import speedup_rows
+    from specsim.specs.io import PLOT_SUFFIXES, check_writable
     from specsim.speculation.speedup import best_per_nodes, speedup_sweep
 
+    if plot is not None:
+        check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
     setup, profile = _setup(hardware, model, drafter, alpha, workload, context, tp, draft_cost,
                             (weight_dtype, kv_dtype, compute_dtype), engine, ep)
-    wanted = parse_ints(nodes, "--nodes")
-    table = speedup_sweep(setup, profile, parse_ints(batch, "--batch"), wanted, shape=shape)
+    wanted, batches = parse_ints(nodes, "--nodes"), parse_ints(batch, "--batch")
+    table = speedup_sweep(setup, profile, batches, wanted, shape=shape)
+    header = setup_line(setup, profile.source, engine=engine)
     if plot is not None:
         from specsim.present.plots import speedup_figure
 
-        who = setup.drafter.slug if setup.drafter else f"draft cost {setup.draft_cost}"
-        speedup_figure(table, plot, title=f"{setup.target.name} on {setup.hardware.name}, "
-                       f"{who}, context {context_text(setup.context)}")
-    if not as_json:
-        echo(f"engine: {engine}")
-    emit(speedup_rows(best_per_nodes(table, wanted)), as_json)
-    if plot is not None and not as_json:
+        speedup_figure(table, plot, title=_plot_title(setup, profile, shape))
+    rows = speedup_rows(best_per_nodes(table, wanted))
+    if as_json:
+        echo(to_json({"setup": header, "rows": rows}))
+        return
+    echo(header)
+    echo(to_table(rows))
+    if plot is not None:
         echo(f"\nwrote {plot}")
+
+
+def _plot_title(setup: Any, profile: Any, shape: str) -> str:
+    """Model, GPU, drafter, context, TP, acceptance and shape, on two lines."""
+    from specsim.present.render import context_text
+
+    who = setup.drafter.slug if setup.drafter else f"draft cost {setup.draft_cost:g}"
+    alphas = profile.position_alphas
+    alpha = f"alpha {alphas[0]:.2f}" if len(alphas) == 1 else \
+        f"alpha {alphas[0]:.2f}..{alphas[-1]:.2f} by position"
+    return (f"{setup.target.name} on {setup.hardware.name}, TP {setup.tp}\n"
+            f"{who}, {alpha}, {shape}s, context {context_text(setup.context)} tokens")
 
 
 @app.command()
@@ -151,12 +171,15 @@ def recommend(
     draft_cost: DraftCostOpt = None,
     context: ContextOpt = None,
     batch: BatchOpt = "1,2,4,8,16,32,64,128,256",
-    max_nodes: Annotated[int, typer.Option(help="Largest tree (drafted nodes) to consider.")]
-    = 64,
+    max_nodes: Annotated[int, typer.Option(
+        help=f"Largest tree (drafted nodes) to consider, at most {MAX_TREE_NODES:,}.")] = 64,
     max_depth: Annotated[int | None, typer.Option(
         help="Deepest chain or tree to consider (draft passes).")] = None,
     shape: ShapeOpt = "auto",
-    objective: Annotated[str, typer.Option(help="speedup or throughput.")] = "speedup",
+    min_user_rate: Annotated[float, typer.Option(
+        "--min-tokens-per-s-per-user", help="Per-user speed floor for the serving batch size: "
+        "the line under the table names the batch with the highest throughput that keeps every "
+        "user at or above it.")] = 0.0,
     tp: TpOpt = 1,
     ep: EpOpt = 1,
     weight_dtype: WeightDtypeOpt = "",
@@ -170,7 +193,7 @@ def recommend(
     as_json: JsonOpt = False,
 ) -> None:
     """The best chain or tree per batch size, and per engine a command that runs it."""
-    from specsim.present.render import context_text
+    from specsim.present.render import context_text, setup_line
     from specsim.specs.io import check_writable
     from specsim.speculation.recommend import engine_commands
     from specsim.speculation.recommend import recommend as best_settings
@@ -178,23 +201,23 @@ def recommend(
 
     if tree_out is not None:
         check_writable(tree_out, force=force)
+    check_int(max_nodes, "--max-nodes", low=0, high=MAX_TREE_NODES)
+    check_number(min_user_rate, "--min-tokens-per-s-per-user", low=0.0, high=1e9)
     setup, profile = load_setup(
         hardware=hardware, model=model, drafter=drafter, alpha=alpha, workload=workload,
         ranks=str(ranks) if ranks else None, context=parse_context(context), tp=tp,
         draft_cost=draft_cost, precision=precision(weight_dtype, kv_dtype, compute_dtype),
         engine=engine, ep=ep)
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
-                        shape=shape, objective=objective, max_depth=max_depth)
+                        shape=shape, max_depth=max_depth)
     commands = engine_commands(rec, setup)
     vllm_k = {c.batch: c.nodes for c in rec.schedule_chain}
-    rows = [{"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
-             "tau": c.tau, "speedup": c.speedup,
-             "tokens_per_s_per_user": c.tokens_per_s_per_user, "throughput": c.throughput,
-             "fits": c.fits, "vllm_k": vllm_k.get(c.batch, 0) if c.fits else None,
-             "sglang": flags}
+    rows = [_recommend_row(c, vllm_k.get(c.batch, 0), flags)
             for c, flags in zip(rec.best, rec.sglang_flags(setup.drafter), strict=True)]
     bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
               "depth": b.depth} for b in rec.bound] if rec.bound else None
+    serving = _serving_batch(rec.best, min_user_rate)
+    header = setup_line(setup, profile.source, engine=engine)
     if tree_out is not None:
         from specsim.present.trees import tree_document
         from specsim.specs.io import atomic_write
@@ -202,16 +225,18 @@ def recommend(
         document = tree_document(rec, setup, profile, max_nodes=max_nodes, max_depth=max_depth)
         atomic_write(tree_out, lambda handle: handle.write(to_json(document) + "\n"))
     if as_json:
-        echo(to_json({"rows": rows, "bound_any_tree": bound,
+        echo(to_json({"setup": header, "rows": rows, "bound_any_tree": bound,
                       "commands": [{"engine": c.engine, "version": c.version,
                                     "command": c.command, "reason": c.reason,
                                     "batches": list(c.batches)} for c in commands],
                       "vllm_speculative_config": rec.vllm_config(setup.drafter),
+                      "serving_batch": serving.batch if serving else None,
                       "notes": list(rec.notes), "acceptance_source": profile.source,
                       "engine": engine}))
         return
-    echo(f"engine: {engine}")
+    echo(header)
     echo(to_table(rows))
+    echo(_serving_text(serving, min_user_rate))
     if bound:
         echo("\nbound, not an engine setting (best tree of any shape): " + ", ".join(
             f"batch {b['batch']} tau {b['tau']:.3f} speedup {b['speedup']:.3f}" for b in bound))
@@ -235,6 +260,33 @@ def recommend(
         echo(f"wrote {tree_out}")
 
 
+def _recommend_row(c: Any, vllm_k: int, flags: str) -> dict[str, Any]:
+    """One row of `recommend`; a batch that does not fit shows no speeds and no flags."""
+    nan = float("nan")
+    return {"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
+            "tau": c.tau, "speedup": c.speedup if c.fits else nan,
+            "plain_tokens_per_s_per_user":
+                c.tokens_per_s_per_user / c.speedup if c.fits and c.speedup else nan,
+            "tokens_per_s_per_user": c.tokens_per_s_per_user if c.fits else nan,
+            "throughput_tokens_per_s": c.throughput if c.fits else nan,
+            "fits": c.fits, "vllm_k": vllm_k if c.fits else None,
+            "sglang": flags if c.fits else "(does not fit in memory)"}
+
+
+def _serving_batch(choices: list[Any], floor: float) -> Any:
+    """Among batch sizes that fit and keep each user at >= floor tokens/s: most throughput."""
+    ok = [c for c in choices if c.fits and c.tokens_per_s_per_user >= floor]
+    return max(ok, key=lambda c: (c.throughput, -c.batch)) if ok else None
+
+
+def _serving_text(choice: Any, floor: float) -> str:
+    where = f" with every user at >= {floor:g} tokens/s" if floor else ""
+    if choice is None:
+        return f"\nno batch size above fits in memory{where}"
+    return (f"\nserve at batch {choice.batch}: {choice.throughput:,.0f} tokens/s per replica"
+            f"{where} ({choice.tokens_per_s_per_user:,.0f} each)")
+
+
 @acceptance_app.command("fit")
 def acceptance_fit(
     metrics: Annotated[str, typer.Argument(
@@ -252,7 +304,7 @@ def acceptance_fit(
     from specsim.specs.io import check_writable, write_yaml
     from specsim.specs.workloads import workload_to_yaml
 
-    check_writable(out, force=force)
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     counts = read_counts(metrics)
     document = workload_to_yaml(name or metrics_name(metrics), counts.to_profile(),
                                 context=parse_context(context) or 0.0,

@@ -105,8 +105,18 @@ def _logistic(x: float) -> float:
     return 1.0 / (1.0 + _exp(-x))
 
 
+# Inverse transforms take a field's value back to the optimizer's variable; a value exactly on
+# a bound (a start or prior of 0, 1 or p = 1) maps just inside it instead of to +-inf.
+_EDGE = 1e-9
+
+
 def _logit(v: float) -> float:
+    v = min(max(v, _EDGE), 1.0 - _EDGE)
     return math.log(v / (1.0 - v))
+
+
+def _log(v: float) -> float:
+    return math.log(max(v, _EDGE))
 
 
 # Efficiencies are fractions of the datasheet: a logistic keeps them in (0, 1), so no fit can
@@ -115,10 +125,10 @@ _GEMM_PARAMS: dict[str, _Param] = {
     "bandwidth": _Param(_logistic, _logit, 0.8),
     "flops": _Param(_logistic, _logit, 0.75),
     # floor in microseconds inside the optimizer, so that all variables are O(1).
-    "floor_s": _Param(lambda x: 1e-6 * _exp(x), lambda v: math.log(v / 1e-6), 3e-6),
-    "overlap_p": _Param(lambda x: 1.0 + _exp(x), lambda v: math.log(v - 1.0), 3.0),
+    "floor_s": _Param(lambda x: 1e-6 * _exp(x), lambda v: _log(v / 1e-6), 3e-6),
+    "overlap_p": _Param(lambda x: 1.0 + _exp(x), lambda v: _log(v - 1.0), 3.0),
     "tile_fraction": _Param(_logistic, _logit, 0.5),
-    "epilogue_k": _Param(_exp, math.log, 50.0),
+    "epilogue_k": _Param(_exp, _log, 50.0),
     "wave_fraction": _Param(_logistic, _logit, 0.5),
 }
 # A fitted field whose posterior variance comes from its prior for more than this share is

@@ -33,7 +33,7 @@ from specsim.errors import SpecError
 from specsim.forward.memory import kv_heads_per_gpu
 from specsim.forward.ops import pass_work
 from specsim.forward.shapes import BoolArray, decode_passes
-from specsim.specs.io import atomic_write, check_writable
+from specsim.specs.io import atomic_write, check_writable, read_text, show
 from specsim.specs.models import Model
 
 PROFILE_COLUMNS: tuple[str, ...] = (
@@ -122,10 +122,7 @@ def read_profile(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, 
     The frame's `attrs["path"]` holds the file name, for later messages.
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{source}: cannot read profile ({exc})") from None
+    text = read_text(Path(path), what="profile CSV")
     metadata, header, rows = _split_lines(text, source)
     _check_header(header, source)
     lines = [line for line, _ in rows]
@@ -201,6 +198,10 @@ def validate_profile(frame: pd.DataFrame, *, source: str = "profile",
     return out
 
 
+MAX_PROFILE_INT = 2**40  # shapes, counts and repeats: far above any real kernel
+MAX_KERNEL_S = 3600.0  # one timed kernel run longer than an hour is a unit error
+
+
 def _text_column(values: pd.Series, column: str, where: _Where) -> pd.Series:
     text = values.map(lambda v: "" if _is_missing(v) else str(v).strip())
     for row, value in enumerate(text):
@@ -217,7 +218,12 @@ def _int_column(values: pd.Series, column: str, where: _Where) -> pd.Series:
     bad = ~np.isfinite(array) | (np.round(array) != array)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise SpecError(f"{where(row, column)}: {values.iloc[row]!r} is not an integer")
+        raise SpecError(f"{where(row, column)}: {show(values.iloc[row])} is not an integer")
+    huge = array > MAX_PROFILE_INT
+    if huge.any():
+        row = int(np.flatnonzero(huge)[0])
+        raise SpecError(f"{where(row, column)}: must be <= {MAX_PROFILE_INT:,}, got "
+                        f"{show(values.iloc[row])}")
     negative = array < (1 if column in ("tp", "repeats") else 0)
     if negative.any():
         row = int(np.flatnonzero(negative)[0])
@@ -231,8 +237,13 @@ def _time_column(values: pd.Series, column: str, where: _Where) -> pd.Series:
     missing = ~np.isfinite(array)
     if missing.any():
         row = int(np.flatnonzero(missing)[0])
-        raise SpecError(f"{where(row, column)}: {values.iloc[row]!r} is not a finite number "
-                        "of seconds")
+        raise SpecError(f"{where(row, column)}: {show(values.iloc[row])} is not a finite "
+                        "number of seconds")
+    huge = array > MAX_KERNEL_S
+    if huge.any():
+        row = int(np.flatnonzero(huge)[0])
+        raise SpecError(f"{where(row, column)}: a kernel time must be <= {MAX_KERNEL_S:g} s, "
+                        f"got {show(values.iloc[row])}")
     not_positive = array <= 0
     if not_positive.any():
         row = int(np.flatnonzero(not_positive)[0])

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.specs.io import MAX_NUMBER, read_text
 from specsim.speculation.acceptance import AcceptanceProfile
 
 FloatArray = npt.NDArray[np.float64]
@@ -166,8 +167,9 @@ def _counter(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
     if not found:
         raise SpecError(f"{source}: counter {name} (or {name}_total) is missing")
     for labels, value in found:
-        if not math.isfinite(value) or value < 0:
-            raise SpecError(f"{source}: {name}{labels} = {value} must be finite and >= 0")
+        if not math.isfinite(value) or value < 0 or value > MAX_NUMBER:
+            raise SpecError(f"{source}: {name}{labels} = {value:g} must be a count in "
+                            f"[0, {MAX_NUMBER:g}]")
     return found
 
 
@@ -196,6 +198,12 @@ def parse_prometheus_metrics(text: str, source: str = "metrics") -> SpecDecodeCo
     if missing:
         raise SpecError(f"{source}: {ACCEPTED_PER_POSITION} lacks positions {missing}")
     accepted = [per_position[i] for i in range(gamma)]
+    if totals[DRAFT_TOKENS] < totals[DRAFTS] * (1 - COUNT_TOLERANCE):
+        raise SpecError(f"{source}: {totals[DRAFT_TOKENS]:g} draft tokens are fewer than "
+                        f"num_drafts {totals[DRAFTS]:g} (each draft proposes at least one)")
+    if totals[DRAFT_TOKENS] > totals[DRAFTS] * gamma * (1 + COUNT_TOLERANCE) + 0.5:
+        raise SpecError(f"{source}: {totals[DRAFT_TOKENS]:g} draft tokens exceed {gamma} "
+                        f"positions x num_drafts {totals[DRAFTS]:g}")
     if abs(sum(accepted) - totals[ACCEPTED_TOKENS]) > COUNT_TOLERANCE * max(1.0, sum(accepted)):
         raise SpecError(
             f"{source}: per-position accepted counts sum to {sum(accepted):g} but "
@@ -365,10 +373,7 @@ def read_metrics(source: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> tuple[st
         return fetch_metrics(source, timeout_s=timeout_s), "vllm-metrics"
 
     path = Path(source)
-    try:
-        return path.read_text(encoding="utf-8", errors="replace"), path.stem
-    except OSError as err:
-        raise SpecError(f"{source}: cannot read ({err.strerror})") from None
+    return read_text(path, what="vLLM metrics page or log"), path.stem
 
 
 def read_counts(source: str) -> SpecDecodeCounts:

@@ -16,16 +16,21 @@ if TYPE_CHECKING:
 
 
 def _save(fig: Figure, path: Path) -> None:
-    """Write a figure as PNG and free it; an unwritable path is one clear error."""
+    """Write a figure (format from the suffix: png, pdf, svg) all or nothing, and free it."""
+    import io
+
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()
+    from specsim.specs.io import atomic_write_bytes, make_parent
+
+    buffer = io.BytesIO()
     try:
-        fig.savefig(path)
-    except OSError as err:
-        raise SpecError(f"{path}: cannot write the plot ({err.strerror})") from None
+        fig.tight_layout()
+        fig.savefig(buffer, format=path.suffix.lstrip(".").lower() or "png")
     finally:
         plt.close(fig)
+    make_parent(path)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:

@@ -86,3 +86,33 @@ def context_text(context: float | tuple[float, ...]) -> str:
     """A context or a mix of contexts as text: '32,768' or '1,024 + 32,768'."""
     values = context if isinstance(context, tuple) else (context,)
     return " + ".join(f"{c:,.0f}" for c in values)
+
+
+def setup_text(*, model: Any, hardware: Any, context: float | tuple[float, ...] | None = None,
+               tp: int = 1, precision: Any = None, drafter: Any = None, acceptance: str = "",
+               engine: str = "", ep: int = 1) -> str:
+    """The one line every result starts with: what the numbers are for."""
+    parts = [f"setup: {model.slug} on {hardware.slug}"]
+    if engine:
+        parts.append(f"engine {engine}")
+    if drafter is not None:
+        parts.append(f"drafter {drafter.slug}")
+    if context is not None:
+        parts.append(f"context {context_text(context)} tokens")
+    parts.append(f"TP {tp}" + (f", EP {ep}" if ep > 1 else ""))
+    if precision is not None:
+        weights = precision.weight_dtype or model.weight_dtype
+        parts.append(f"weights {weights}, KV {precision.kv_dtype}, "
+                     f"compute {precision.compute_dtype}")
+    if acceptance:
+        short = acceptance if len(acceptance) <= 120 else acceptance[:117] + "..."
+        parts.append(f"acceptance: {short}")
+    return "; ".join(parts)
+
+
+def setup_line(setup: Any, acceptance: str, *, engine: str = "") -> str:
+    """`setup_text` of a speculation Setup."""
+    cost = "" if setup.draft_cost is None else f"; draft cost {setup.draft_cost:g} per pass"
+    return setup_text(model=setup.target, hardware=setup.hardware, context=setup.context,
+                      tp=setup.tp, ep=getattr(setup, "ep", 1), precision=setup.precision,
+                      drafter=setup.drafter, acceptance=acceptance, engine=engine) + cost

@@ -161,23 +161,30 @@ def roofline_op_rows(cost: PassCost) -> list[Row]:
 def memory_rows(plan: MemoryPlan) -> list[Row]:
     """One row per concurrency level of a memory plan."""
     return [
-        {"requests": int(plan.requests[i]), "weights_gb": plan.weights_bytes / 1e9,
-         "drafter_weights_gb": plan.drafter_weights_bytes / 1e9,
-         "workspace_gb": plan.workspace_bytes / 1e9,
-         "target_kv_gb": float(plan.target_kv_bytes[i]) / 1e9,
-         "drafter_kv_gb": float(plan.drafter_kv_bytes[i]) / 1e9,
-         "total_gb": float(plan.total_bytes[i]) / 1e9, "fits": bool(plan.fits[i])}
+        {"requests": int(plan.requests[i]), "weights_GB_per_gpu": plan.weights_bytes / 1e9,
+         "drafter_weights_GB_per_gpu": plan.drafter_weights_bytes / 1e9,
+         "workspace_GB_per_gpu": plan.workspace_bytes / 1e9,
+         "target_kv_GB_per_gpu": float(plan.target_kv_bytes[i]) / 1e9,
+         "drafter_kv_GB_per_gpu": float(plan.drafter_kv_bytes[i]) / 1e9,
+         "total_GB_per_gpu": float(plan.total_bytes[i]) / 1e9, "fits": bool(plan.fits[i])}
         for i in range(plan.requests.size)
     ]
 
 
 def speedup_rows(points: list[SpeedupPoint]) -> list[Row]:
-    """One row per (batch, N) of `best_per_nodes`."""
+    """One row per (batch, N) of `best_per_nodes`; a batch that does not fit shows no speeds.
+
+    plain_tokens_per_s_per_user is plain decoding's rate at the same batch size (the
+    speculative rate over the speedup); throughput is tokens/s per replica (TP GPUs).
+    """
+    nan = float("nan")
     return [
         {"batch": p.batch, "nodes": p.nodes, "depth": p.depth, "tau": p.tau,
-         "round_ms": p.round_s * 1e3, "speedup": p.speedup,
-         "tokens_per_s_per_user": p.tokens_per_s_per_user, "throughput": p.throughput,
-         "fits": p.fits}
+         "round_ms": p.round_s * 1e3, "speedup": p.speedup if p.fits else nan,
+         "plain_tokens_per_s_per_user":
+             p.tokens_per_s_per_user / p.speedup if p.fits and p.speedup else nan,
+         "tokens_per_s_per_user": p.tokens_per_s_per_user if p.fits else nan,
+         "throughput_tokens_per_s": p.throughput if p.fits else nan, "fits": p.fits}
         for p in points
     ]
 

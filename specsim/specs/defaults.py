@@ -12,3 +12,12 @@ DEFAULT_DRAFTER = "dflash-qwen3-8b"
 DEFAULT_CONTEXT_TOKENS = 2048.0
 # Serving engine whose host terms a round pays: "roofline" is the idealized GPU, no engine.
 DEFAULT_ENGINE = "roofline"
+
+# Limits on what a command may be asked for: far above any real serving setup, far below what
+# exhausts memory or time. Each is stated in the error that enforces it.
+MAX_LIST_VALUES = 65_536  # values in one list or range option (--tokens, --batch, ...)
+MAX_TOKENS_PER_PASS = 1_048_576  # --tokens: tokens scored in one forward pass
+MAX_BATCH = 4_096  # --batch, --requests: concurrent requests
+MAX_TREE_NODES = 4_096  # --nodes, --max-nodes: drafted nodes per request
+MAX_CONTEXT_TOKENS = 10_000_000  # --context and a workload's context: cached tokens per request
+MAX_TP = 64  # --tp: GPUs per replica

@@ -243,7 +243,9 @@ def load_drafter(name: str, *, target: Model | None = None) -> Drafter:
     spec = read_spec_file(path)
     f = Fields(spec.data, spec.path)
     try:
-        return _build(f, spec.sources, spec.path, path.stem, target)
+        drafter = _build(f, spec.sources, spec.path, path.stem, target)
+        f.check_unknown()
+        return drafter
     except SpecError as err:
         message = str(err)
         raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
@@ -253,7 +255,10 @@ def load_drafter(name: str, *, target: Model | None = None) -> Drafter:
 def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Model | None
            ) -> Drafter:
     fam_name = f.choice("family", tuple(FAMILIES))
-    tgt = target or load_model(f.string("target"))
+    named_target = f.string("target")
+    tgt = target or load_model(named_target)
+    if target is not None:
+        resolve_path("models", named_target)  # the spec's own target must exist too
     small = load_model(f.string("model")) if f.has("model") else None
     base = small or tgt
     hidden = f.integer("hidden_size", base.hidden_size, minimum=1)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
-from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
+from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path, show
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 GB = 1e9
@@ -208,11 +208,12 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
     link = _sub(f, "interconnect")
     pcie = _sub(f, "pcie")
     dense = _sub(compute, "dense_TFLOPS")
+    pcie.string("name", "PCIe")  # documentation only (e.g. "PCIe Gen5 x16")
     unknown = [k for k in dense.keys() if k not in DTYPES]
     if unknown:
         raise dense.error(unknown[0], f"is not a known dtype ({', '.join(DTYPES)})")
     try:
-        return Hardware(
+        hardware = Hardware(
             slug=slug,
             name=f.string("name"),
             vendor=f.string("vendor", "unknown"),
@@ -229,6 +230,8 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
             sources=spec.sources,
             path=spec.path,
         )
+        f.check_unknown()
+        return hardware
     except SpecError as err:
         message = str(err)
         raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
@@ -268,7 +271,7 @@ def _dataclass_from(cls: Any, f: Fields | None) -> Any:
             raise f.error(key, f"is not a field of {cls.__name__} ({', '.join(sorted(types))})")
         raw = f.value(key)
         if not isinstance(raw, int | float) or isinstance(raw, bool):
-            raise f.error(key, f"must be a number, got {raw!r}")
+            raise f.error(key, f"must be a number, got {show(raw)}")
         if types[key] in (int, "int"):
             if not float(raw).is_integer():
                 raise f.error(key, f"must be an integer, got {raw!r}")

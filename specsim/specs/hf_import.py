@@ -11,7 +11,6 @@ vision tower is not counted. What cannot be modelled is an error that names the 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
+from specsim.specs.io import read_json
 
 Config = Mapping[str, Any]
 
@@ -93,12 +93,7 @@ class _Family:
 
 def read_config(path: Path) -> dict[str, Any]:
     """Parse a config.json, one clear line on any problem."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{path}: malformed JSON (line {err.lineno}: {err.msg})") from None
+    data = read_json(path, what="config.json")
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a JSON object")
     return data

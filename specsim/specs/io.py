@@ -8,9 +8,13 @@ mapping plus a `sources` table that maps each number's dotted path to its source
 
 from __future__ import annotations
 
+import difflib
+import io
+import json
+import math
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -63,34 +67,153 @@ def builtin_names(kind: str) -> list[str]:
     return sorted(names)
 
 
+def closest(name: str, valid: Iterable[str]) -> str:
+    """' (did you mean X?)' for the valid name closest to `name`, or '' when none is close."""
+    options = list(valid)
+    lowered = {v.lower(): v for v in options}
+    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
+
+
+def _builtin_match(kind: str, name: str) -> Path | None:
+    """The built-in file whose slug equals `name` regardless of case, if any."""
+    for slug in builtin_names(kind):
+        if slug.lower() == name.lower():
+            return builtin_dir(kind) / f"{slug}.yaml"
+    return None
+
+
+def _probe(path: Path, test: str) -> bool:
+    """path.exists() / is_file() / is_dir(), False where the OS refuses the name (too long)."""
+    try:
+        return bool(getattr(path, test)())
+    except OSError:
+        return False
+
+
 def resolve_path(kind: str, name: str) -> Path:
-    """Turn a slug or a path into the path of a YAML file; unknown slugs list the valid ones."""
+    """Turn a slug (any case) or a path into the path of a YAML file.
+
+    An unknown slug is one line suggesting the closest built-in name and the command that lists
+    them all (the full list would not fit on one line).
+    """
     candidate = Path(name)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        if not candidate.is_file():
-            raise SpecError(f"{name}: no such {kind} file")
+    path = None if candidate.suffix in (".yaml", ".yml") else _builtin_match(kind, name)
+    if path is None and (candidate.suffix in (".yaml", ".yml") or _probe(candidate, "exists")
+                         or os.sep in name):
+        shown = name if len(name) <= 60 else name[:57] + "..."
+        if _probe(candidate, "is_dir"):
+            raise SpecError(f"{shown}: is a folder, not a {kind} YAML file")
+        if not _probe(candidate, "is_file"):
+            raise SpecError(f"{shown}: no such {kind} file")
         return candidate
-    path = builtin_dir(kind) / f"{name}.yaml"
-    if not path.is_file():
-        valid = ", ".join(builtin_names(kind)) or "(none)"
-        raise SpecError(f"unknown {kind} '{name}'; built-in: {valid}; "
-                        "or give a path to a YAML file")
+    if path is None or not path.is_file():
+        listing = "specsim hardware list" if kind == "hardware" else f"specsim {kind} list"
+        shown = name if len(name) <= 60 else name[:57] + "..."
+        raise SpecError(f"unknown {kind} {shown!r}{closest(name, builtin_names(kind))}; "
+                        f"see `{listing}`, or give a path to a YAML file")
     return path
+
+
+# Bounds on what a spec or config file may hold: far above any real spec, far below what
+# exhausts memory or the interpreter's stack.
+MAX_FILE_BYTES = 64 * 2**20
+MAX_SPEC_BYTES = 4 * 2**20
+MAX_DEPTH = 64
+MAX_NUMBER = 1e18  # larger magnitudes in a spec are typos (e.g. 1e308), not hardware
+
+
+def read_text(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) -> str:
+    """A text file's contents: UTF-8 (with or without BOM) or UTF-16 with a BOM.
+
+    A folder, a missing file, a file over `limit` bytes, binary data or other encodings are one
+    SpecError naming the file.
+    """
+    if path.is_dir():
+        raise SpecError(f"{path}: is a folder, not a {what}")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read ({err.strerror or err})") from None
+    if len(raw) > limit:
+        raise SpecError(f"{path}: larger than {limit // 2**20} MiB; not a {what}")
+    return decode_text(raw, path)
+
+
+def decode_text(raw: bytes, path: Path | str) -> str:
+    """Bytes to text: a UTF-16 or UTF-8 BOM is honoured; otherwise UTF-8; NUL means binary."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError:
+            raise SpecError(f"{path}: malformed UTF-16 text") from None
+    if b"\x00" in raw:
+        raise SpecError(f"{path}: binary data, not text")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset "
+                        f"{err.start}); save it as UTF-8") from None
+
+
+def _check_yaml_shape(text: str, path: Path) -> None:
+    """Reject nesting deeper than MAX_DEPTH and anchors/aliases before building any object.
+
+    PyYAML's event parser is iterative, so this pass cannot recurse; the constructor that
+    follows would recurse once per level, and aliases can expand exponentially (a "billion
+    laughs" file), so specs may not use them.
+    """
+    depth = 0
+    for event in yaml.parse(text, Loader=_BaseLoader):
+        line = getattr(event.start_mark, "line", -1) + 1
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise SpecError(f"{path}: line {line}: YAML anchors and aliases are not supported "
+                            "in spec files")
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SpecError(f"{path}: line {line}: nested more than {MAX_DEPTH} levels "
+                                "deep")
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            depth -= 1
+
+
+_BaseLoader: Any = _LOADER
+
+
+class _StrictLoader(_BaseLoader):  # type: ignore[misc]
+    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value", key_node.start_mark
+                ) from None
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice", key_node.start_mark)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """Parse a YAML mapping, turning every parse problem into one SpecError line."""
+    text = read_text(path, what="YAML file", limit=MAX_SPEC_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        data = yaml.load(text, Loader=_LOADER)
+        _check_yaml_shape(text, path)
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506  (a SafeLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or "malformed YAML"
-        raise SpecError(f"{path}:{where}: malformed YAML ({problem})") from None
+        raise SpecError(f"{path}:{where}: malformed YAML ({str(problem)[:120]})") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     return data
@@ -104,8 +227,69 @@ def read_spec_file(path: Path) -> SpecFile:
     return SpecFile(data=data, sources=sources, path=str(path))
 
 
+def spec_from_mapping(data: Mapping[str, Any], where: str) -> SpecFile:
+    """A SpecFile from a mapping in memory (as `write_yaml` would store it), checked alike."""
+    sources: dict[str, str] = {}
+    text = yaml.safe_dump(dict(data), sort_keys=False)
+    plain = yaml.safe_load(text)  # the round trip the file will make
+    unwrapped = _unwrap(plain, prefix="", inherited=None, sources=sources, path=Path(where))
+    return SpecFile(data=unwrapped, sources=sources, path=where)
+
+
+def read_json(path: Path, *, what: str = "JSON file") -> Any:
+    """Parse a JSON file, refusing nesting deeper than MAX_DEPTH before parsing."""
+    text = read_text(path, what=what, limit=MAX_SPEC_BYTES)
+    _check_json_depth(text, path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SpecError(f"{path}: malformed JSON (line {err.lineno}: {err.msg})") from None
+    except ValueError as err:  # e.g. an integer literal of more than 4,300 digits
+        raise SpecError(f"{path}: malformed JSON ({str(err)[:120]})") from None
+
+
+def _check_json_depth(text: str, path: Path) -> None:
+    """Count bracket depth outside strings; the json module recurses once per level."""
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SpecError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+        elif char in "]}":
+            depth -= 1
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_number(value: int | float, where: str) -> None:
+    """Every number in a spec is finite and below MAX_NUMBER in magnitude.
+
+    The one exception is `.inf` under `efficiency.` (a hard max in the GEMM model), which the
+    efficiency dataclasses validate themselves.
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.nan
+    ok = math.isfinite(number) and abs(number) <= MAX_NUMBER
+    if number == math.inf and "field 'efficiency." in where:
+        ok = True
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:21] + "..."
+        raise SpecError(f"{where} = {shown} is not a finite number of magnitude <= "
+                        f"{MAX_NUMBER:.0e}")
 
 
 def _is_sourced_leaf(value: object) -> bool:
@@ -120,15 +304,20 @@ def _unwrap(
     sources: dict[str, str],
     path: Path,
 ) -> dict[str, Any]:
+    if node.get("source") is not None:
+        _check_source(node["source"], f"{prefix}source", path)
     here = node.get("source", inherited)
-    if here is not None and not isinstance(here, str):
-        raise SpecError(f"{path}: field '{prefix}source' must be a string")
     out: dict[str, Any] = {}
     for key, value in node.items():
         dotted = f"{prefix}{key}"
+        if not isinstance(key, str):
+            raise SpecError(f"{path}: key {str(key)[:40]!r} under '{prefix or '(top)'}' must be "
+                            "a name")
         if _is_sourced_leaf(value):
-            sources[dotted] = _check_source(value["source"], dotted, path)
+            sources[dotted] = _check_source(value["source"], f"{dotted}.source", path)
             value = value["value"]
+            for index, number in _numbers(value):
+                check_number(number, f"{path}: field '{dotted}{index}'")  # type: ignore[arg-type]
             out[key] = value
             continue
         if isinstance(value, dict):
@@ -136,9 +325,10 @@ def _unwrap(
                                path=path)
             continue
         for index, number in _numbers(value):
+            check_number(number, f"{path}: field '{dotted}{index}'")  # type: ignore[arg-type]
             if here is None:
-                raise SpecError(f"{path}: field '{dotted}' = {number} has no source")
-            sources[f"{dotted}{index}"] = here
+                raise SpecError(f"{path}: field '{dotted}{index}' = {show(number)} has no source")
+            sources[f"{dotted}{index}"] = _check_source(here, f"{prefix}source", path)
         out[key] = value
     return out
 
@@ -154,20 +344,47 @@ def _numbers(value: object) -> Iterator[tuple[str, object]]:
 
 def _check_source(source: object, dotted: str, path: Path) -> str:
     if not isinstance(source, str) or not source.strip():
-        raise SpecError(f"{path}: field '{dotted}.source' must be a non-empty string")
+        raise SpecError(f"{path}: field '{dotted}' must be a non-empty string")
     return source
 
 
-def check_writable(path: Path, *, force: bool) -> None:
-    """Refuse to overwrite an existing file unless `force` (every command's --force)."""
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def check_writable(path: Path, *, force: bool, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output path that cannot or should not be written, before any work is done.
+
+    A folder, a path under an existing file, or (given `suffixes`) another extension is always
+    refused; an existing file is refused unless `force` (every command's --force).
+    """
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise SpecError(f"{path}: output must end in {', '.join(suffixes)} "
+                        f"(got {path.suffix or 'no suffix'!r})")
+    if path.is_dir():
+        raise SpecError(f"{path}: is a folder; give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise SpecError(f"{path}: {parent} is a file, not a folder")
+            break
     if path.exists() and not force:
         raise SpecError(f"{path}: exists; pass --force to overwrite")
 
 
 def atomic_write(path: Path, write: Callable[[TextIO], object]) -> None:
-    """Write a text file through `write(handle)`, all or nothing.
+    """Write a text file through `write(handle)`, all or nothing (see `atomic_write_bytes`)."""
+    buffer = io.StringIO(newline="")
+    try:
+        write(buffer)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot write ({err.strerror or err})") from None
+    atomic_write_bytes(path, buffer.getvalue().encode("utf-8"))
 
-    The text goes to a temporary file in the same folder, which is then renamed over `path`
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write a file all or nothing.
+
+    The bytes go to a temporary file in the same folder, which is then renamed over `path`
     (os.replace): a reader sees the old file or the new one, never half of one. On any error
     the temporary file is removed and `path` is left as it was; OS errors become SpecError.
     """
@@ -176,8 +393,8 @@ def atomic_write(path: Path, write: Callable[[TextIO], object]) -> None:
     except OSError as err:
         raise SpecError(f"{path}: cannot write ({err.strerror or err})") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            write(handle)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give a normal file's mode
@@ -194,42 +411,80 @@ def write_yaml(path: Path, data: Mapping[str, Any], *, force: bool) -> None:
     """Write a mapping as YAML, atomically; refuse to overwrite a file unless `force`."""
     check_writable(path, force=force)
     text = yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=100)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda handle: handle.write(text))
+    make_parent(path)
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def make_parent(path: Path) -> None:
+    """Create an output's missing folders (check_writable has ruled out a file in the way)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SpecError(f"{path}: cannot create its folder ({err.strerror or err})") from None
+
+
+MAX_INTEGER = 10**9  # default cap on integer spec fields (layers, heads, sizes, counts)
+
+
+def show(value: object, width: int = 40) -> str:
+    """repr of a value, cut to `width` characters for one-line messages."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class Fields:
-    """Typed access to a spec mapping; every problem names the file and the dotted field."""
+    """Typed access to a spec mapping; every problem names the file and the dotted field.
 
-    def __init__(self, data: Mapping[str, Any], path: str, prefix: str = "") -> None:
+    Every key asked for (present or not) is remembered per block, so that `check_unknown`
+    can reject a key no loader asked for (a misspelled optional field), naming the closest one.
+    """
+
+    def __init__(self, data: Mapping[str, Any], path: str, prefix: str = "",
+                 asked: dict[str, set[str]] | None = None) -> None:
         self._data = data
         self._path = path
         self._prefix = prefix
+        self._asked = {} if asked is None else asked
+        self._asked.setdefault(prefix, set())
+
+    def _ask(self, key: str) -> None:
+        self._asked[self._prefix].add(key)
 
     def error(self, key: str, problem: str) -> SpecError:
         return SpecError(f"{self._path}: field '{self._prefix}{key}' {problem}")
 
     def has(self, key: str) -> bool:
+        self._ask(key)
         return key in self._data and self._data[key] is not None
 
     def sub(self, key: str, *, required: bool = True) -> Fields | None:
+        self._ask(key)
         value = self._data.get(key)
         if value is None:
             if required:
                 raise self.error(key, "is missing")
             return None
         if not isinstance(value, dict):
-            raise self.error(key, f"must be a mapping, got {value!r}")
-        return Fields(value, self._path, f"{self._prefix}{key}.")
+            raise self.error(key, f"must be a mapping, got {show(value)}")
+        return Fields(value, self._path, f"{self._prefix}{key}.", self._asked)
 
     def value(self, key: str) -> object:
-        """The raw value of a field, None when absent."""
+        """The raw value of a field, None when absent (its contents are the caller's to check)."""
+        self._ask(key)
         return self._data.get(key)
 
     def keys(self) -> list[str]:
-        return [k for k in self._data if k != "source"]
+        """Every key of this block (the caller checks each one)."""
+        keys = [k for k in self._data if k != "source"]
+        self._asked[self._prefix].update(keys)
+        return keys
+
+    def check_unknown(self) -> None:
+        """Raise for the first key that no loader asked for, suggesting the closest valid one."""
+        _check_keys(self._data, self._prefix, self._asked, self._path)
 
     def _get(self, key: str, default: object) -> object:
+        self._ask(key)
         if key not in self._data or self._data[key] is None:
             if default is _REQUIRED:
                 raise self.error(key, "is missing")
@@ -237,46 +492,68 @@ class Fields:
         return self._data[key]
 
     def number(self, key: str, default: object = None, *, minimum: float | None = None,
-               positive: bool = False) -> float:
+               positive: bool = False, maximum: float | None = None) -> float:
         value = self._get(key, _REQUIRED if default is None else default)
         if not _is_number(value):
-            raise self.error(key, f"must be a number, got {value!r}")
-        number = float(value)  # type: ignore[arg-type]
-        if number != number or number in (float("inf"), float("-inf")):
-            raise self.error(key, f"must be finite, got {value!r}")
+            raise self.error(key, f"must be a number, got {show(value)}")
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number) or abs(number) > MAX_NUMBER:
+            raise self.error(key, f"must be finite and at most {MAX_NUMBER:.0e}, got {show(value)}")
         if positive and number <= 0:
-            raise self.error(key, f"must be > 0, got {value!r}")
+            raise self.error(key, f"must be > 0, got {show(value)}")
         if minimum is not None and number < minimum:
-            raise self.error(key, f"must be >= {minimum:g}, got {value!r}")
+            raise self.error(key, f"must be >= {minimum:g}, got {show(value)}")
+        if maximum is not None and number > maximum:
+            raise self.error(key, f"must be <= {maximum:g}, got {show(value)}")
         return number
 
-    def integer(self, key: str, default: int | None = None, *, minimum: int = 0) -> int:
+    def integer(self, key: str, default: int | None = None, *, minimum: int = 0,
+                maximum: int = MAX_INTEGER) -> int:
         value = self._get(key, _REQUIRED if default is None else default)
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(key, f"must be an integer, got {value!r}")
-        if value < minimum:
-            raise self.error(key, f"must be >= {minimum}, got {value!r}")
+            raise self.error(key, f"must be an integer, got {show(value)}")
+        if not minimum <= value <= maximum:
+            raise self.error(key, f"must be in {minimum}..{maximum:,}, got {show(value)}")
         return value
 
     def string(self, key: str, default: str | None = None) -> str:
         value = self._get(key, _REQUIRED if default is None else default)
         if not isinstance(value, str) or not value.strip():
-            raise self.error(key, f"must be a non-empty string, got {value!r}")
+            raise self.error(key, f"must be a non-empty string, got {show(value)}")
         return value
 
     def boolean(self, key: str, default: bool | None = None) -> bool:
         value = self._get(key, _REQUIRED if default is None else default)
         if not isinstance(value, bool):
-            raise self.error(key, f"must be true or false, got {value!r}")
+            raise self.error(key, f"must be true or false, got {show(value)}")
         return value
 
     def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
         value = self.string(key, default)
         if value not in options:
-            raise self.error(key, f"must be one of {', '.join(options)}; got {value!r}")
+            raise self.error(key, f"must be one of {', '.join(options)}; got {show(value)}"
+                             f"{closest(value, options)}")
         return value
+
+
+def _check_keys(data: Mapping[str, Any], prefix: str, asked: dict[str, set[str]],
+                path: str) -> None:
+    valid = asked.get(prefix)
+    if valid is None:  # a block read whole by its loader
+        return
+    for key, value in data.items():
+        if key == "source":
+            continue
+        if key not in valid:
+            raise SpecError(f"{path}: unknown field '{prefix}{show(key, 40)[1:-1]}'"
+                            f"{closest(str(key), valid)}")
+        if isinstance(value, dict):
+            _check_keys(value, f"{prefix}{key}.", asked, path)
 
 
 _REQUIRED = object()

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from specsim.errors import SpecError
+from specsim.specs.defaults import MAX_TP
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
 
@@ -118,6 +119,12 @@ class Model:
         if len(self.layer_types) != self.num_layers:
             raise SpecError(f"field 'layer_types' has {len(self.layer_types)} entries, "
                             f"'num_layers' is {self.num_layers}")
+        if self.num_kv_heads > self.num_attention_heads:
+            raise SpecError(f"field 'num_kv_heads' = {self.num_kv_heads} exceeds "
+                            f"'num_attention_heads' = {self.num_attention_heads}")
+        if self.moe and self.moe.dense_layers > self.num_layers:
+            raise SpecError(f"field 'moe.dense_layers' = {self.moe.dense_layers} exceeds "
+                            f"'num_layers' = {self.num_layers}")
         bad = sorted(set(self.layer_types) - set(LAYER_KINDS))
         if bad:
             raise SpecError(f"field 'layer_types' has unknown kind {bad[0]!r}; "
@@ -157,6 +164,20 @@ class Model:
         return BYTES_PER_PARAM[dtype]
 
 
+def check_tensor_parallel(model: Model, tp: int) -> None:
+    """The TP degrees vLLM and SGLang accept for a model; SpecError naming --tp otherwise.
+
+    Both engines split the query heads evenly (heads % TP == 0) and either split the KV heads
+    (kv_heads % TP == 0) or replicate them (TP % kv_heads == 0).
+    """
+    if not 1 <= tp <= MAX_TP:
+        raise SpecError(f"option --tp: must be in 1..{MAX_TP}, got {tp}")
+    heads, kv = model.num_attention_heads, model.num_kv_heads
+    if heads % tp or (kv % tp and tp % kv):
+        raise SpecError(f"option --tp: {tp} does not split {model.slug}'s {heads} query and "
+                        f"{kv} KV heads evenly (vLLM and SGLang require it)")
+
+
 def load_model(name: str) -> Model:
     """Load a built-in model by slug (e.g. `llama-3.1-8b`) or a YAML file by path."""
     path = resolve_path("models", name)
@@ -167,7 +188,9 @@ def model_from_file(spec: SpecFile, *, slug: str) -> Model:
     """Build a Model from a parsed spec file; every problem names the file and the field."""
     f = Fields(spec.data, spec.path)
     try:
-        return _build(f, spec, slug)
+        model = _build(f, spec, slug)
+        f.check_unknown()
+        return model
     except SpecError as err:
         message = str(err)
         raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
@@ -178,6 +201,9 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
     num_layers = f.integer("num_layers", minimum=1)
     heads = f.integer("num_attention_heads", minimum=1)
     hidden = f.integer("hidden_size", minimum=1)
+    if not f.has("head_dim") and hidden % heads:
+        raise f.error("hidden_size", f"= {hidden} is not divisible by num_attention_heads = "
+                      f"{heads}; give head_dim explicitly")
     advertised = f.sub("advertised", required=False)
     return Model(
         slug=slug,
@@ -206,7 +232,8 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
         mtp_layers=f.integer("mtp_layers", 0),
         weight_dtype=f.string("weight_dtype", "bf16"),
         advertised_params=advertised.number("params", positive=True) if advertised else 0.0,
-        advertised_active_params=advertised.number("active_params", 0.0) if advertised else 0.0,
+        advertised_active_params=advertised.number("active_params", 0.0, minimum=0.0)
+        if advertised else 0.0,
         sources=spec.sources,
         path=spec.path,
     )

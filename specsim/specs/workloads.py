@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specsim.errors import SpecError
-from specsim.specs.io import Fields, read_spec_file, resolve_path
+from specsim.specs.defaults import MAX_CONTEXT_TOKENS
+from specsim.specs.io import Fields, read_spec_file, resolve_path, show
 from specsim.speculation.acceptance import (
     GEOMETRIC_RANKS,
     AcceptanceProfile,
@@ -52,7 +53,7 @@ def _numbers(f: Fields, key: str) -> list[float]:
     numbers = [float(v) for v in values
                if isinstance(v, int | float) and not isinstance(v, bool) and 0.0 <= v <= 1.0]
     if not values or len(numbers) != len(values):
-        raise f.error(key, f"must be a number or a list of numbers in [0, 1], got {value!r}")
+        raise f.error(key, f"must be a number or a list of numbers in [0, 1], got {show(value)}")
     return numbers
 
 
@@ -74,9 +75,13 @@ def load_workload(name: str) -> Workload:
     f = Fields(spec.data, spec.path)
     block = f.sub("acceptance")
     assert block is not None
-    return Workload(slug=path.stem, name=f.string("name"), context=f.number("context", 0.0,
-                    minimum=0.0), acceptance=acceptance_profile(block, spec.path),
-                    path=spec.path)
+    workload = Workload(slug=path.stem, name=f.string("name"),
+                        context=f.number("context", 0.0, minimum=0.0,
+                                         maximum=MAX_CONTEXT_TOKENS),
+                        acceptance=acceptance_profile(block, spec.path), path=spec.path)
+    f.value("from_probs")  # the record `acceptance from-probs` keeps of its run (not read)
+    f.check_unknown()
+    return workload
 
 
 def workload_to_yaml(name: str, profile: AcceptanceProfile, *,

@@ -21,10 +21,12 @@ from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
 from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import load_hardware
-from specsim.specs.models import Model, load_model
+from specsim.specs.models import Model, check_tensor_parallel, load_model
 from specsim.specs.workloads import Workload, load_workload
 from specsim.speculation.acceptance import AcceptanceProfile, constant_profile
 from specsim.speculation.speedup import Setup
+
+MAX_DRAFT_COST = 100.0  # a drafter pass costing 100 target steps can never pay off
 
 
 def choose_acceptance(*, alpha: float | None, workload: Workload | None,
@@ -67,6 +69,12 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
         check_compatible(load_drafter(drafter).target, draft, target)  # type: ignore[arg-type]
     if target is None:
         target = draft.target if draft else load_model(DEFAULT_MODEL)
+    check_tensor_parallel(target, tp)
+    if draft_cost is not None and not 0.0 <= draft_cost <= MAX_DRAFT_COST:
+        raise SpecError(f"option --draft-cost: must be in [0, {MAX_DRAFT_COST:g}] (a pass of "
+                        f"the drafter relative to one decoding step), got {draft_cost:g}")
+    if alpha is not None and not 0.0 <= alpha <= 1.0:
+        raise SpecError(f"option --alpha: must be in [0, 1], got {alpha:g}")
     load = load_workload(workload) if workload else None
     profile = choose_acceptance(alpha=alpha, workload=load, drafter=draft,
                                 allow_none=ranks is not None)
