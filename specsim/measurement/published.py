@@ -49,6 +49,11 @@ class PublishedRow:
     assumed: tuple[str, ...]
 
     @property
+    def source_key(self) -> str:
+        """The publication the row comes from (its source's address): held out as one."""
+        return self.source.split()[0]
+
+    @property
     def plain(self) -> bool:
         """A plain-decoding row: it measures one decoding step, no speculation."""
         return self.method == PLAIN

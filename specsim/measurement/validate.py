@@ -210,7 +210,7 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
     for row in (r for r in rows if r.id in samples):
         engine = engines[row.engine]
         train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
-                 and r.file != row.file]
+                 and r.source_key != row.source_key]
         terms = fit_terms(engine, train)
         parts, metric, tau, measured = samples[row.id]
         out[row.id] = Validation(row=row, metric=metric, measured=measured,

@@ -68,6 +68,7 @@ class Engine:
     bandwidth_efficiency: float = 1.0
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fitted_on: tuple[str, ...] = ()
+    fitted: tuple[str, ...] = ()  # terms its `fit` block holds
     path: str = ""
 
     def __post_init__(self) -> None:
@@ -88,8 +89,9 @@ class Engine:
 
     @property
     def fittable(self) -> tuple[str, ...]:
-        """The terms validate refits for this engine (held out by source)."""
-        return FITTABLE.get(self.launch, ())
+        """The terms validate refits for this engine (held out by source): those its YAML
+        ships as fitted; sourced terms are never refitted."""
+        return tuple(k for k in FITTABLE.get(self.launch, ()) if k in self.fitted)
 
     def ops(self, family: str, kind: str) -> float:
         """Eager ops of one `kind` ('pass', 'head', 'round') that drafter family adds."""
@@ -117,12 +119,14 @@ def load_engine(name: str) -> Engine:
     spec = read_spec_file(path)
     f = Fields(spec.data, spec.path)
     numbers = {key: f.number(key, 0.0, minimum=0.0) for key in TERMS}
-    numbers.update(_fitted_terms(f))
+    fitted = _fitted_terms(f)
+    numbers.update(fitted)
     fitted_on = tuple(str(r) for r in (spec.data.get("fit") or {}).get("rows", []) or [])
     return Engine(slug=path.stem, name=f.string("name"), version=f.string("version"),
                   launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
                   bandwidth_efficiency=f.number("bandwidth_efficiency", 1.0, positive=True),
-                  sources=spec.sources, fitted_on=fitted_on, path=spec.path, **numbers)
+                  sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),
+                  path=spec.path, **numbers)
 
 
 def _drafter_ops(f: Fields) -> dict[str, dict[str, float]]:
