@@ -45,17 +45,32 @@ def roofline(
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
     by_op: Annotated[bool, typer.Option("--by-op", help="Break the time down by op.")] = False,
+    engine: Annotated[str, typer.Option(
+        help="Serving engine whose per-pass host and launch terms are added in an engine_ms "
+        "column (`specsim engines list`); default roofline = kernels only.")] = "roofline",
     as_json: JsonOpt = False,
 ) -> None:
     """T(n): forward-pass time versus tokens in the pass, with the bound that holds."""
     from specsim.forward.cost import roofline as sweep
     from specsim.present.rows import roofline_op_rows, roofline_rows
+    from specsim.specs.engines import load_engine
+    from specsim.speculation import engine_time
 
     hw, target = _load(hardware, model)
+    eng = load_engine(engine)
     cost = sweep(target, hw, parse_ints(tokens, "--tokens"),
                  context=parse_context(context) or 0.0, queries=queries, tp=tp,
                  precision=precision(weight_dtype, kv_dtype, compute_dtype), ep=ep)
-    emit(roofline_op_rows(cost) if by_op else roofline_rows(cost), as_json)
+    rows = roofline_op_rows(cost) if by_op else roofline_rows(cost)
+    if not by_op and eng.launch != "none":
+        passes = engine_time.pass_s(eng, hw, cost.time_s,
+                                    engine_time.model_kernels(eng, target),
+                                    cost.tokens / queries)
+        for row, seconds in zip(rows, passes, strict=True):
+            row["engine_ms"] = float(seconds * 1e3)
+    if not as_json:
+        echo(f"engine: {engine}")
+    emit(rows, as_json)
 
 
 @app.command()
