@@ -47,21 +47,34 @@ def roofline(
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
     by_op: Annotated[bool, typer.Option("--by-op", help="Break the time down by op.")] = False,
+    engine: Annotated[str, typer.Option(
+        help="Serving engine whose per-pass host and launch terms are added in an engine_ms "
+        "column (`specsim engines list`); default roofline = kernels only.")] = "roofline",
     as_json: JsonOpt = False,
 ) -> None:
     """T(n): forward-pass time versus tokens in the pass, with the bound that holds."""
     from specsim.forward.cost import roofline as sweep
     from specsim.present.rows import roofline_op_rows, roofline_rows
+    from specsim.specs.engines import load_engine
+    from specsim.speculation import engine_time
 
     check_int(queries, "--queries", low=1, high=MAX_TREE_NODES + 1)
     from specsim.present.render import setup_text
 
     hw, target = _load(hardware, model, tp)
+    eng = load_engine(engine)
     ctx, prec = parse_context(context) or 0.0, precision(weight_dtype, kv_dtype, compute_dtype)
     cost = sweep(target, hw, parse_ints(tokens, "--tokens"), context=ctx, queries=queries,
                  tp=tp, precision=prec, ep=ep)
     rows = roofline_op_rows(cost) if by_op else roofline_rows(cost)
-    header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec, ep=ep)
+    if not by_op and eng.launch != "none":
+        passes = engine_time.pass_s(eng, hw, cost.time_s,
+                                    engine_time.model_kernels(eng, target),
+                                    cost.tokens / queries)
+        for row, seconds in zip(rows, passes, strict=True):
+            row["engine_ms"] = float(seconds * 1e3)
+    header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec, ep=ep,
+                        engine=engine)
     if as_json:
         echo(to_json({"setup": header, "rows": rows}))
         return

@@ -2,7 +2,8 @@
 
 Each file holds the rows of one source; a row names its model, GPU, engine, batch, method,
 shape, drafted tokens and depth (with `assumed` listing those the source does not give), the
-published tau (tokens per round, bonus included) and the measured speedup.
+published tau (tokens per round, bonus included) and the measured speedup or tokens/s. A row of
+method `plain` measures plain decoding (its `baseline_tokens_per_s`): one decoding step.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from specsim.specs.io import builtin_names, read_yaml, resolve_path
 
 NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
 REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "dataset", "method", "shape")
+# The method of a plain-decoding row (a measured decoding step, tokens/s without speculation).
+PLAIN = "plain"
 # An engine specsim has no spec for: its rows are listed, never predicted.
 OTHER_ENGINE = "other"
 
@@ -41,7 +44,19 @@ class PublishedRow:
     depth: int | None
     tau: float | None
     speedup: float | None
+    baseline_tokens_per_s: float | None  # measured plain-decoding tokens/s (all requests)
+    spec_tokens_per_s: float | None  # measured tokens/s with speculation (all requests)
     assumed: tuple[str, ...]
+
+    @property
+    def source_key(self) -> str:
+        """The publication the row comes from (its source's address): held out as one."""
+        return self.source.split()[0]
+
+    @property
+    def plain(self) -> bool:
+        """A plain-decoding row: it measures one decoding step, no speculation."""
+        return self.method == PLAIN
 
 
 def load_published(names: list[str] | None = None) -> list[PublishedRow]:
@@ -82,6 +97,8 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         draft_tokens=_optional_int(item, "draft_tokens", where),
         depth=_optional_int(item, "depth", where),
         tau=_optional_number(item, "tau", where), speedup=_optional_number(item, "speedup", where),
+        baseline_tokens_per_s=_optional_number(item, "baseline_tokens_per_s", where),
+        spec_tokens_per_s=_optional_number(item, "spec_tokens_per_s", where),
         assumed=tuple(str(a) for a in item.get("assumed") or ()))
 
 

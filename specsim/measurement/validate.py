@@ -1,14 +1,20 @@
-"""Predicted against published speedups, with every fitted engine term held out by source.
+"""Predicted against published measurements, with every fitted engine term held out by source.
 
-For each row with a published tau and a measured speedup, the round is timed in the row's
-setting with tau held at the published value, so only the time of a round is tested. The
-engine terms in `FITTABLE` enter as
+Each row is timed in its setting with tau held at the published value, so only the time of a
+round (or of a plain decoding step) is tested. What a row measured decides what is predicted:
+the speedup over plain decoding; tokens/s with speculation (tau B / round time) when the source
+gives no speedup; tokens/s of plain decoding (B / step time) for a `plain` row. With the engine
+terms at zero, the row's kernel times (baseline B0, verification V0, drafting D0) and eager op
+counts are computed once; the engine terms then enter as
 
-    speedup = tau (B0 + per_pass) / (V0 + per_pass + D0 + passes drafter_pass + round)
+    baseline = max(B0, ops c) + per_pass + per_request B
+    round    = max(V0, ops c) + per_pass + per_request B
+               + max(D0, passes drafter_ops c) + passes drafter_pass + round_ops c + loop round_s
 
-where B0, V0, D0 are the baseline, verification and drafting times with those terms at zero.
-They are fitted (non-negative, least squares on log speedup) per engine on the rows of every
-other source, and the row is predicted with that fit: the error reported is held out.
+(c: host seconds per eager op; see `speculation.engine_time`). The terms an engine fits
+(`Engine.fittable`) are fitted, bounded to their physical ranges, by least squares on the log
+error over the rows of that engine from every other source, and the row is predicted with that
+fit: the error reported is held out.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from scipy.optimize import least_squares
 
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
-from specsim.specs.engines import FIT_BOUNDS, FITTABLE, Engine, load_engine
+from specsim.specs.engines import FIT_BOUNDS, Engine, load_engine
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
@@ -29,38 +35,49 @@ from specsim.speculation.draft_cost import draft_passes
 from specsim.speculation.speedup import Candidates, Setup, speedup_table
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
+ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s")
+METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundParts:
-    """A row's achieved kernel times (seconds) and eager kernel counts, engine terms apart."""
+    """A row's achieved kernel times (seconds) and eager op counts, engine terms apart."""
 
+    batch: float
     baseline_s: float
     verify_s: float
     draft_s: float
     passes: float
-    target_kernels: float
-    drafter_kernels: float
-    request_s: float  # per_request_s x batch
+    target_ops: float
+    drafter_ops: float
+    round_ops: float
+    loop: float  # share of the engine's round_s this round pays
 
-    def speedup(self, tau: float, kernel_launch_s: float, per_pass_s: float,
-                drafter_pass_s: float, round_s: float) -> float:
-        host = self.target_kernels * kernel_launch_s
-        fixed = per_pass_s + self.request_s
-        baseline = max(self.baseline_s, host) + fixed
-        verify = max(self.verify_s, host) + fixed
+    def predict(self, metric: str, tau: float, terms: dict[str, float]) -> float:
+        """The row's metric (see METRICS) with these engine terms (seconds)."""
+        c = terms["op_host_s"]
+        fixed = terms["per_pass_s"] + terms["per_request_s"] * self.batch
+        baseline = max(self.baseline_s, self.target_ops * c) + fixed
+        if metric == "plain_tokens_per_s":
+            return self.batch / baseline
         draft = self.draft_s
         if self.passes > 0:
-            draft = (max(self.draft_s, self.passes * self.drafter_kernels * kernel_launch_s)
-                     + self.passes * drafter_pass_s)
-        return tau * baseline / (verify + draft + round_s)
+            draft = (max(self.draft_s, self.passes * self.drafter_ops * c)
+                     + self.passes * terms["drafter_pass_s"])
+        round_s = (max(self.verify_s, self.target_ops * c) + fixed + draft
+                   + self.round_ops * c + self.loop * terms["round_s"])
+        if metric == "tokens_per_s":
+            return tau * self.batch / round_s
+        return tau * baseline / round_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Validation:
-    """One row: measured and predicted speedup, or why it is not predicted."""
+    """One row: measured and predicted value of its metric, or why it is not predicted."""
 
     row: PublishedRow
+    metric: str = "speedup"
+    measured: float | None = None
     predicted: float | None = None
     reason: str = ""
     terms: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -69,13 +86,28 @@ class Validation:
     @property
     def error(self) -> float | None:
         """Signed relative error of the prediction (predicted / measured - 1)."""
-        if self.predicted is None or self.row.speedup is None:
+        if self.predicted is None or self.measured is None:
             return None
-        return self.predicted / self.row.speedup - 1.0
+        return self.predicted / self.measured - 1.0
 
     @property
     def group(self) -> str:
         return self.row.group
+
+
+def metric_of(row: PublishedRow) -> tuple[str, float] | None:
+    """What the row measured that specsim predicts, and its value (None: nothing usable)."""
+    if row.plain:
+        if row.baseline_tokens_per_s is None:
+            return None
+        return "plain_tokens_per_s", row.baseline_tokens_per_s
+    if row.tau is None:
+        return None
+    if row.speedup is not None:
+        return "speedup", row.speedup
+    if row.spec_tokens_per_s is not None:
+        return "tokens_per_s", row.spec_tokens_per_s
+    return None
 
 
 def unpredictable(row: PublishedRow) -> str:
@@ -83,28 +115,30 @@ def unpredictable(row: PublishedRow) -> str:
     if row.method == "magicdec_selfspec":
         return ("self-speculation with a StreamingLLM sparse-KV draft at TP 8, long context; "
                 "specsim has no sparse-KV drafter, and no tau is published")
-    if row.drafter_spec is None:
-        return f"method '{row.method}' has no drafter model in specsim"
     if row.engine == OTHER_ENGINE:
         return "engine not modelled (gpt-fast / own CUDA-graph code)"
+    if row.plain:
+        return "" if row.baseline_tokens_per_s else "plain row without a measured tokens/s"
+    if row.drafter_spec is None:
+        return f"method '{row.method}' has no drafter model in specsim"
     if row.tau is None:
-        return "no published tau (only the speedup)"
-    if row.speedup is None:
-        return "no measured speedup (tau only)"
+        return "no published tau (only the speedup or tokens/s)"
+    if metric_of(row) is None:
+        return "no measured speedup or tokens/s (tau only)"
     if row.draft_tokens is None or row.depth is None:
         return "drafted tokens or depth not published"
     return ""
 
 
 def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
-    """Time the row's round with its engine's fittable terms at zero."""
-    zero = engine.with_terms(**dict.fromkeys(FITTABLE, 0.0), per_request_s=0.0)
+    """Time the row's round with its engine's host terms at zero (op counts kept)."""
+    zero = engine.with_terms(**dict.fromkeys(ZEROED, 0.0))
     target = load_model(row.model)
-    drafter = _drafter(row, target)
-    nodes, depth = float(row.draft_tokens or 0), float(row.depth or 0)
-    assert row.tau is not None
+    drafter = None if row.plain else _drafter(row, target)
+    nodes, depth = (0.0, 0.0) if row.plain else (float(row.draft_tokens or 0),
+                                                 float(row.depth or 0))
     cands = Candidates(nodes=np.array([nodes]), depth=np.array([depth]),
-                       tau=np.array([row.tau]),
+                       tau=np.array([row.tau or 1.0]),
                        max_width=np.array([2.0 if row.shape == "tree" else 1.0]),
                        shape=(row.shape,))
     setup = Setup(target=target, hardware=load_hardware(row.hardware), drafter=drafter,
@@ -113,11 +147,14 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     table = speedup_table(setup, [row.batch], cands)
     passes = 0.0 if drafter is None else float(draft_passes(drafter, depth))
     eager = engine.eager
-    return RoundParts(baseline_s=float(table.baseline_s[0]), verify_s=float(table.verify_s[0, 0]),
-                      draft_s=float(table.draft_s[0, 0]), passes=passes,
-                      target_kernels=engine_time.model_kernels(engine, target) if eager else 0.0,
-                      drafter_kernels=engine_time.drafter_kernels(engine, drafter) if eager
-                      else 0.0, request_s=engine.per_request_s * row.batch)
+    return RoundParts(
+        batch=float(row.batch), baseline_s=float(table.baseline_s[0]),
+        verify_s=float(table.verify_s[0, 0]), draft_s=float(table.draft_s[0, 0]),
+        passes=passes,
+        target_ops=engine_time.model_kernels(engine, target) if eager else 0.0,
+        drafter_ops=engine_time.drafter_kernels(engine, drafter) if eager else 0.0,
+        round_ops=engine_time.round_kernels(engine, drafter) if eager and not row.plain
+        else 0.0, loop=0.0 if row.plain else engine_time.loop_share(engine, drafter))
 
 
 def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
@@ -133,23 +170,34 @@ def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
         intermediate_size=target.intermediate_size, vocab_size=target.vocab_size)
 
 
-def fit_terms(samples: list[tuple[RoundParts, float, float]]) -> dict[str, float]:
-    """Non-negative engine terms minimizing squared log error over (parts, tau, measured)."""
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return np.array([np.log(p.speedup(tau, *x) / measured) for p, tau, measured in samples])
+Sample = tuple[RoundParts, str, float, float]  # parts, metric, tau, measured
 
-    low = np.array([FIT_BOUNDS[k][0] for k in FITTABLE])
-    high = np.array([FIT_BOUNDS[k][1] for k in FITTABLE])
-    start = np.clip(np.array([7e-6, 1e-3, 1e-3, 1e-3]), low, high)
-    fit = least_squares(residuals, start, bounds=(low, high), x_scale=np.array([1e-6, 1e-3,
-                                                                                1e-3, 1e-3]))
-    return dict(zip(FITTABLE, (float(v) for v in fit.x), strict=True))
+
+def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
+    """The engine's fittable terms minimizing squared log error over the samples, bounded to
+    their physical ranges; every other term keeps the engine's own value."""
+    terms = {k: getattr(engine, k) for k in ZEROED}
+    names = engine.fittable
+    if not names or not samples:
+        return terms
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        t = {**terms, **dict(zip(names, (float(v) for v in x), strict=True))}
+        return np.array([np.log(p.predict(m, tau, t) / measured)
+                         for p, m, tau, measured in samples])
+
+    low = np.array([FIT_BOUNDS[k][0] for k in names])
+    high = np.array([FIT_BOUNDS[k][1] for k in names])
+    start = np.clip(np.array([terms[k] for k in names]), low, high)
+    start = np.where(start > low, start, low + 0.5 * (high - low))
+    fit = least_squares(residuals, start, bounds=(low, high), x_scale=(high - low) / 10)
+    return {**terms, **dict(zip(names, (float(v) for v in fit.x), strict=True))}
 
 
 def validate(rows: list[PublishedRow]) -> list[Validation]:
     """Every row: predicted with its engine's terms fitted on the other sources, or why not."""
     engines: dict[str, Engine] = {}
-    parts: dict[str, RoundParts] = {}
+    samples: dict[str, Sample] = {}
     out: dict[str, Validation] = {}
     for row in rows:
         reason = unpredictable(row)
@@ -157,22 +205,26 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
             out[row.id] = Validation(row=row, reason=reason)
             continue
         engine = engines.setdefault(row.engine, load_engine(row.engine))
-        parts[row.id] = row_parts(row, engine)
-    fittable = [r for r in rows if r.id in parts]
-    for row in fittable:
+        metric, measured = metric_of(row) or ("", 0.0)
+        samples[row.id] = (row_parts(row, engine), metric, float(row.tau or 1.0), measured)
+    for row in (r for r in rows if r.id in samples):
         engine = engines[row.engine]
-        train = [(parts[r.id], float(r.tau or 0), float(r.speedup or 0)) for r in fittable
-                 if r.engine == row.engine and r.file != row.file]
-        terms = fit_terms(train) if train else {k: getattr(engine, k) for k in FITTABLE}
-        assert row.tau is not None
-        out[row.id] = Validation(row=row, predicted=parts[row.id].speedup(row.tau, **terms),
-                                 terms=terms, held_out=bool(train))
+        train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
+                 and r.source_key != row.source_key]
+        terms = fit_terms(engine, train)
+        parts, metric, tau, measured = samples[row.id]
+        out[row.id] = Validation(row=row, metric=metric, measured=measured,
+                                 predicted=parts.predict(metric, tau, terms), terms=terms,
+                                 held_out=bool(train) or not engine.fittable)
     return [out[r.id] for r in rows]
 
 
 def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
     """Engine terms fitted on every predictable row of that engine (what its YAML ships)."""
     engine = load_engine(engine_slug)
-    samples = [(row_parts(r, engine), float(r.tau or 0), float(r.speedup or 0)) for r in rows
-               if r.engine == engine_slug and not unpredictable(r)]
-    return fit_terms(samples)
+    samples: list[Sample] = []
+    for r in rows:
+        if r.engine == engine_slug and not unpredictable(r):
+            metric, measured = metric_of(r) or ("", 0.0)
+            samples.append((row_parts(r, engine), metric, float(r.tau or 1.0), measured))
+    return fit_terms(engine, samples)

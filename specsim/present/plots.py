@@ -109,17 +109,22 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_mode
 
 
 def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
-    """Predicted against measured speedup, one marker per drafter family."""
+    """Predicted against measured: speedups (left), tokens/s (right), one marker per family."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    families = sorted({r["family"] for r in rows})
-    for fam in families:
-        pts = [r for r in rows if r["family"] == fam]
-        ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts], label=fam, s=18)
-    top = max([r["measured"] for r in rows] + [r["predicted"] for r in rows] + [1.0]) * 1.05
-    ax.plot([0, top], [0, top], color="grey", lw=0.8)
-    ax.set_xlabel("measured speedup")
-    ax.set_ylabel("predicted speedup (held out)")
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.8))
+    panels = ((axes[0], [r for r in rows if r["metric"] == "speedup"], "speedup"),
+              (axes[1], [r for r in rows if r["metric"] != "speedup"], "tokens/s"))
+    for ax, members, unit in panels:
+        for fam in sorted({r["family"] for r in members}):
+            pts = [r for r in members if r["family"] == fam]
+            ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts], label=fam,
+                       s=18)
+        values = [r["measured"] for r in members] + [r["predicted"] for r in members]
+        top = max(values + [1.0]) * 1.05
+        ax.plot([0, top], [0, top], color="grey", lw=0.8)
+        ax.set_xlabel(f"measured {unit}")
+        ax.set_ylabel(f"predicted {unit} (held out)")
+        if members:
+            ax.legend(fontsize=7)
     _save(fig, path)

@@ -2,16 +2,23 @@
 
 An engine spec (engines/*.yaml) holds, each with a source or the rows it was fitted on:
 
-    launch                 "eager" (one asynchronous launch per kernel, no CUDA graphs) or
-                           "graphs" (a pass replays a captured CUDA graph)
-    kernel_launch_s        seconds of host time per eager kernel launch
-    kernels_per_layer      eager kernels per decoder layer; kernels_per_pass: per model
-    moe_extra_kernels_per_layer  extra eager kernels of an MoE layer over a dense MLP
+    launch                 "eager" (each op issued from Python, no CUDA graphs) or "graphs"
+                           (a pass replays a captured CUDA graph)
+    op_host_s              host seconds per eager op (nn.Module call, Python, dispatcher, launch)
+    kernels_per_layer      eager ops per decoder layer; kernels_per_pass: per model pass
+    moe_extra_kernels_per_layer  extra eager ops of an MoE layer over a dense MLP
+    drafter_ops            eager ops a drafter family adds, per family: `pass` per sequential
+                           drafter pass beyond its own layers, `head` per Medusa-style head,
+                           `round` per speculative round (tree building, acceptance, KV
+                           bookkeeping), `loop` 1 where the family runs a research loop of
+                           its own around the model (it then pays round_s; 0: inside
+                           transformers' generate()); family `none` is drafting without a
+                           model (prompt lookup)
     per_pass_s             host seconds per target forward pass (schedule, prepare, sample)
     per_request_s          host seconds per request per pass
-    drafter_pass_s         host seconds per sequential drafter pass (tree level)
-    round_s                host seconds per speculative round (acceptance, tree mask, KV
-                           bookkeeping of rejected tokens)
+    drafter_pass_s         host seconds per sequential drafter pass (graph engines)
+    round_s                host seconds per speculative round (eager: per round of a research
+                           loop, see drafter_ops `loop`)
     bandwidth_efficiency   achieved fraction of datasheet bandwidth used for datasheet GPUs
 
 `roofline` is the engine with no terms: the idealized GPU of the article.
@@ -26,26 +33,34 @@ from specsim.errors import SpecError
 from specsim.specs.io import Fields, read_spec_file, resolve_path
 
 LAUNCH_MODES = ("eager", "graphs", "none")
-# Terms validate may fit (leave-one-source-out); the rest come from sources only.
-FITTABLE = ("kernel_launch_s", "per_pass_s", "drafter_pass_s", "round_s")
-# Physical range of each fitted term, seconds: the launch cost stays within its sourced range
-# (4-15 us per eager op); host terms are non-negative and below 20 ms.
-FIT_BOUNDS = {"kernel_launch_s": (4e-6, 15e-6), "per_pass_s": (0.0, 0.02),
-              "drafter_pass_s": (0.0, 0.02), "round_s": (0.0, 0.02)}
+# Terms validate fits (leave one source out) per launch mode; the rest come from sources only.
+FITTABLE = {"eager": ("op_host_s", "round_s"), "graphs": ("per_pass_s",)}
+# Physical range of each fitted term, seconds. op_host_s: a raw CUDA launch costs 4-6 us
+# (lower end); plain HF decoding of Llama-7B on an A10G, 43.2 ms per token over ~1600 ops,
+# bounds the cost of one HF op from above (27 us) even if the step were all host time.
+# round_s: non-negative and below one 7B decoding step on an A100 (20 ms). per_pass_s:
+# non-negative and below the smallest gap between a measured CUDA-graph decode step and its
+# weight-reading time (tpot_points: 1.84 ms, SGLang docs H100).
+FIT_BOUNDS = {"op_host_s": (4e-6, 27e-6), "round_s": (0.0, 0.02),
+              "per_pass_s": (0.0, 1.84e-3)}
+TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
+         "per_pass_s", "per_request_s", "drafter_pass_s", "round_s")
+OP_KINDS = ("pass", "head", "round", "loop")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Engine:
-    """Engine terms, SI units (seconds); see the module docstring."""
+    """Engine terms, SI units (seconds; op counts); see the module docstring."""
 
     slug: str
     name: str
     version: str
     launch: str
-    kernel_launch_s: float = 0.0
+    op_host_s: float = 0.0
     kernels_per_layer: float = 0.0
     kernels_per_pass: float = 0.0
     moe_extra_kernels_per_layer: float = 0.0
+    drafter_ops: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     per_pass_s: float = 0.0
     per_request_s: float = 0.0
     drafter_pass_s: float = 0.0
@@ -53,15 +68,14 @@ class Engine:
     bandwidth_efficiency: float = 1.0
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fitted_on: tuple[str, ...] = ()
+    fitted: tuple[str, ...] = ()  # terms its `fit` block holds
     path: str = ""
 
     def __post_init__(self) -> None:
         if self.launch not in LAUNCH_MODES:
             raise SpecError(f"{self.path}: field 'launch' must be one of "
                             f"{', '.join(LAUNCH_MODES)}; got {self.launch!r}")
-        for name in ("kernel_launch_s", "kernels_per_layer", "kernels_per_pass",
-                     "moe_extra_kernels_per_layer", "per_pass_s", "per_request_s",
-                     "drafter_pass_s", "round_s"):
+        for name in TERMS:
             if getattr(self, name) < 0:
                 raise SpecError(f"{self.path}: field '{name}' must be >= 0, "
                                 f"got {getattr(self, name)!r}")
@@ -72,6 +86,16 @@ class Engine:
     @property
     def eager(self) -> bool:
         return self.launch == "eager"
+
+    @property
+    def fittable(self) -> tuple[str, ...]:
+        """The terms validate refits for this engine (held out by source): those its YAML
+        ships as fitted; sourced terms are never refitted."""
+        return tuple(k for k in FITTABLE.get(self.launch, ()) if k in self.fitted)
+
+    def ops(self, family: str, kind: str) -> float:
+        """Eager ops of one `kind` ('pass', 'head', 'round') that drafter family adds."""
+        return self.drafter_ops.get(family, {}).get(kind, 0.0)
 
     def with_terms(self, **terms: float) -> Engine:
         """The same engine with some terms replaced (a fit)."""
@@ -94,17 +118,28 @@ def load_engine(name: str) -> Engine:
     path = resolve_path("engines", name)
     spec = read_spec_file(path)
     f = Fields(spec.data, spec.path)
-    numbers = {key: f.number(key, 0.0, minimum=0.0) for key in (
-        "kernel_launch_s", "kernels_per_layer", "kernels_per_pass",
-        "moe_extra_kernels_per_layer", "per_pass_s", "per_request_s", "drafter_pass_s",
-        "round_s")}
-    terms = _fitted_terms(f)
-    numbers.update(terms)
+    numbers = {key: f.number(key, 0.0, minimum=0.0) for key in TERMS}
+    fitted = _fitted_terms(f)
+    numbers.update(fitted)
     fitted_on = tuple(str(r) for r in (spec.data.get("fit") or {}).get("rows", []) or [])
     return Engine(slug=path.stem, name=f.string("name"), version=f.string("version"),
-                  launch=f.choice("launch", LAUNCH_MODES),
+                  launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
                   bandwidth_efficiency=f.number("bandwidth_efficiency", 1.0, positive=True),
-                  sources=spec.sources, fitted_on=fitted_on, path=spec.path, **numbers)
+                  sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),
+                  path=spec.path, **numbers)
+
+
+def _drafter_ops(f: Fields) -> dict[str, dict[str, float]]:
+    """The `drafter_ops` block: per family, eager ops per pass, per head and per round."""
+    block = f.sub("drafter_ops", required=False)
+    if block is None:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for family in block.keys():
+        sub = block.sub(family)
+        assert sub is not None
+        out[family] = {k: sub.number(k, 0.0, minimum=0.0) for k in OP_KINDS}
+    return out
 
 
 def _fitted_terms(f: Fields) -> dict[str, float]:
@@ -112,4 +147,5 @@ def _fitted_terms(f: Fields) -> dict[str, float]:
     fit = f.sub("fit", required=False)
     if fit is None:
         return {}
-    return {key: fit.number(key, minimum=0.0) for key in FITTABLE if fit.has(key)}
+    keys = {k for terms in FITTABLE.values() for k in terms}
+    return {key: fit.number(key, minimum=0.0) for key in sorted(keys) if fit.has(key)}

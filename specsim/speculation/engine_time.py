@@ -1,14 +1,16 @@
 """Round time as an engine runs it: kernel time plus the engine's host and launch terms.
 
-    pass_s   = max(kernel_s / efficiency, kernels x launch_s) + per_pass_s + per_request_s B
-    draft_s  = max(draft_kernel_s / efficiency, passes x drafter_kernels x launch_s)
+    pass_s   = max(kernel_s / efficiency, ops x op_host_s) + per_pass_s + per_request_s B
+    draft_s  = max(draft_kernel_s / efficiency, passes x drafter_ops x op_host_s)
                + passes x drafter_pass_s
-    round_s  = verify pass_s + draft_s + round_s (engine)
+    round_s  = verify pass_s + draft_s + round_ops x op_host_s + loop x round_s (engine)
 
-Eager launches are asynchronous: the host issues kernels while the GPU runs earlier ones, so a
-pass takes the longer of the two (CUDA-graph engines have no per-kernel launch term). The
-efficiency turns datasheet kernel time into achieved time; a calibrated GPU profile already
-carries its own and is left alone.
+An eager engine issues every op from Python; the host runs ahead of the GPU, so a pass takes
+the longer of the two. Its op counts are the target's layers x kernels_per_layer plus the
+model's own ops, a drafter pass's layers x kernels_per_layer plus what its family adds per
+pass (and per Medusa head), and a round the family's round ops (engines/hf-eager.yaml counts
+them from each method's code). CUDA-graph engines have no per-op term. The efficiency turns
+datasheet kernel time into achieved time; a calibrated GPU profile already carries its own.
 """
 
 from __future__ import annotations
@@ -22,19 +24,31 @@ from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
 
+NO_DRAFTER = "none"  # the drafter_ops family of drafting without a model (prompt lookup)
+
 
 def model_kernels(engine: Engine, model: Model) -> float:
-    """Eager kernels one forward pass of `model` launches."""
+    """Eager ops one forward pass of `model` issues."""
     return (model.num_layers * engine.kernels_per_layer
             + model.num_moe_layers * engine.moe_extra_kernels_per_layer
             + engine.kernels_per_pass)
 
 
 def drafter_kernels(engine: Engine, drafter: Drafter | None) -> float:
-    """Eager kernels of one drafter pass: its layers plus its head, top-k and bookkeeping."""
+    """Eager ops of one sequential drafter pass: its layers (a separate model's whole pass),
+    its heads, and what its family adds per pass (LM head, top-k, tree updates)."""
     if drafter is None:
         return 0.0
-    return drafter.layers * engine.kernels_per_layer + engine.kernels_per_pass
+    own = drafter.layers * engine.kernels_per_layer
+    if drafter.model is not None:
+        own += engine.kernels_per_pass
+    return (own + drafter.medusa_heads * engine.ops(drafter.family, "head")
+            + engine.ops(drafter.family, "pass"))
+
+
+def round_kernels(engine: Engine, drafter: Drafter | None) -> float:
+    """Eager ops per round outside the passes: tree building, acceptance, KV bookkeeping."""
+    return engine.ops(NO_DRAFTER if drafter is None else drafter.family, "round")
 
 
 def efficiency(engine: Engine, hw: Hardware) -> float:
@@ -44,9 +58,9 @@ def efficiency(engine: Engine, hw: Hardware) -> float:
 
 def pass_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, kernels: float,
            batch: ArrayLike) -> FloatArray:
-    """Seconds of one target pass of `kernels` eager kernels taking `kernel_s` on the GPU."""
+    """Seconds of one target pass of `kernels` eager ops taking `kernel_s` on the GPU."""
     gpu = np.asarray(kernel_s, dtype=np.float64) / efficiency(engine, hw)
-    host = kernels * engine.kernel_launch_s if engine.eager else 0.0
+    host = kernels * engine.op_host_s if engine.eager else 0.0
     b = np.asarray(batch, dtype=np.float64)
     return np.asarray(np.maximum(gpu, host) + engine.per_pass_s + engine.per_request_s * b)
 
@@ -56,6 +70,23 @@ def draft_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, passes: ArrayLike
     """Seconds of a round's drafting: `passes` sequential drafter passes."""
     p = np.asarray(passes, dtype=np.float64)
     gpu = np.asarray(kernel_s, dtype=np.float64) / efficiency(engine, hw)
-    host = p * kernels_per_pass * engine.kernel_launch_s if engine.eager else 0.0
+    host = p * kernels_per_pass * engine.op_host_s if engine.eager else 0.0
     return np.asarray(np.where(p > 0, np.maximum(gpu, host) + p * engine.drafter_pass_s,
                                gpu))
+
+
+def round_host_s(engine: Engine, drafter: Drafter | None) -> float:
+    """Host seconds per round outside the passes: counted ops plus the engine's round term."""
+    if not engine.eager:
+        return engine.round_s
+    family = NO_DRAFTER if drafter is None else drafter.family
+    return (round_kernels(engine, drafter) * engine.op_host_s
+            + engine.ops(family, "loop") * engine.round_s)
+
+
+def loop_share(engine: Engine, drafter: Drafter | None) -> float:
+    """How much of the engine's round_s a round of this drafter pays (eager: its family's
+    `loop` flag; CUDA-graph engines: all of it)."""
+    if not engine.eager:
+        return 1.0
+    return engine.ops(NO_DRAFTER if drafter is None else drafter.family, "loop")

@@ -267,7 +267,7 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     if setup.engine is not None:
         baseline, verify, draft = _engine_times(setup, setup.engine, b, baseline, verify, draft,
                                                 np.where(grid_n > 0, passes, 0.0))
-        overhead += setup.engine.round_s
+        overhead += engine_time.round_host_s(setup.engine, setup.drafter)
     return SpeedupTable(
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
