@@ -127,7 +127,7 @@ def _png(draw: Callable[[Any], None], size: tuple[float, float] = (7.5, 4.3)) ->
     try:
         draw(ax)
         ax.grid(True, which="both", alpha=0.25)
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.12, top=0.92)
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
     finally:
@@ -337,6 +337,10 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("load: concurrent requests in the batch")
         ax.set_ylabel("throughput / plain decoding")
+        from matplotlib.ticker import FormatStrFormatter
+
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
         ax.legend(fontsize=8)
     slower = [f"{p} from batch {int(sw.slower_than_none(p)[0])}" for p in sw.policies
               if p.startswith("fixed") and sw.slower_than_none(p).size]
