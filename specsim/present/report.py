@@ -453,7 +453,7 @@ def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
             f"per GPU at {s.tokens_per_s_per_user:,.0f} tokens/s per user (SLO {slo:g}).")
     if p is not None and s.nodes:
         text += (f" Plain decoding at the same SLO: {p.throughput_per_gpu:,.0f} tokens/s per "
-                 f"GPU ({s.throughput_per_gpu / p.throughput_per_gpu:.2f}x less).")
+                 f"GPU ({s.throughput_per_gpu / p.throughput_per_gpu:.2f}x from speculation).")
     elif p is None and s.nodes:
         text += " Plain decoding cannot meet this SLO."
     if plan.target_tokens_per_s:
