@@ -25,7 +25,7 @@ from specsim.forward.shapes import batch_mix_passes
 from specsim.serving.capacity import Setting, pareto_front
 from specsim.serving.plan import Plan, memory_by_context
 from specsim.specs.hardware import Efficiency
-from specsim.speculation.recommend import sglang_algorithm, vllm_flag
+from specsim.speculation.recommend import engine_commands
 
 Row = dict[str, Any]
 SECTIONS = (
@@ -362,24 +362,46 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
     add("table", rows=rows, csv="policies.csv")
 
 
-def _section_commands(plan: Plan, add: Callable[..., None]) -> None:
-    model = plan.model.name
-    shown = False
+def command_lines(plan: Plan) -> list[tuple[str, str]]:
+    """(drafter, text) per drafter: the recommend API's engine commands, or why there is none.
+    """
+    out = []
     for d in plan.drafters:
-        if d.recommendation is None:
+        if d.recommendation is None or d.setup is None:
             continue
-        tp = d.tables[0].tp if plan.best is None else plan.best.tp
-        vllm = vllm_flag(d.recommendation.vllm_config(d.drafter))
-        algo = sglang_algorithm(d.drafter)
-        flags = d.recommendation.sglang_flags(d.drafter)
-        busiest = flags[-1] if flags else ""
-        add("p", f"{d.name} (replace the model and drafter names with your checkpoint paths):")
-        add("code", f"vllm serve {model} --tensor-parallel-size {tp} {vllm}\n"
-            f"python -m sglang.launch_server --model-path {model} --tp {tp} "
-            + (busiest if algo else f"# SGLang has no algorithm for {d.name}'s family"))
-        shown = True
-    if not shown:
-        add("p", "No drafter, so plain decoding: `vllm serve MODEL`.")
+        try:
+            cmds = engine_commands(d.recommendation, d.setup)
+        except SpecError as err:
+            out.append((d.name, f"# no command: {err}"))
+            continue
+        lines = []
+        for c in cmds:
+            if c.command is None:
+                lines.append(f"# {c.engine} {c.version}: {c.reason}")
+            else:
+                batches = f" (batch {_batch_text(c.batches)})" if c.batches else ""
+                lines += [f"# {c.engine} {c.version}{batches}", c.command]
+        out.append((d.name, "\n".join(lines)))
+    return out
+
+
+def _batch_text(batches: tuple[int, ...]) -> str:
+    """'1-256' for a contiguous run of batch sizes, else the list."""
+    if len(batches) > 2 and list(batches) == list(range(batches[0], batches[-1] + 1)):
+        return f"{batches[0]}-{batches[-1]}"
+    return ", ".join(map(str, batches))
+
+
+def _section_commands(plan: Plan, add: Callable[..., None]) -> None:
+    lines = command_lines(plan)
+    if not lines:
+        add("p", "No drafter, so plain decoding: start the engine without speculative flags.")
+        return
+    add("p", "Commands that start a server with the recommended setting (specsim recommend's "
+        "engine commands), on the smallest TP group that fits:")
+    for name, text in lines:
+        add("p", f"{name}:")
+        add("code", text)
 
 
 def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
@@ -457,9 +479,9 @@ def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
     elif p is None and s.nodes:
         text += " Plain decoding cannot meet this SLO."
     if plan.target_tokens_per_s:
-        text += (f" For {plan.target_tokens_per_s:,.0f} tokens/s: {s.gpus_for(plan.target_tokens_per_s)}"
-                 " GPUs" + (f" (plain decoding: {p.gpus_for(plan.target_tokens_per_s)})"
-                            if p is not None else "") + ".")
+        target = plan.target_tokens_per_s
+        text += (f" For {target:,.0f} tokens/s: {s.gpus_for(target)} GPUs"
+                 + (f" (plain decoding: {p.gpus_for(target)})" if p is not None else "") + ".")
     add("p", text)
 
 

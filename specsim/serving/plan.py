@@ -66,6 +66,7 @@ class DrafterPlan:
     tables: list[ServingTable]
     speedup: SpeedupTable | None
     recommendation: Recommendation | None
+    setup: Setup | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,7 +125,7 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, tps: tuple[int, ..
     sweep = speedup_sweep(one, profile, SPEEDUP_BATCH, SPEEDUP_NODES, shape="auto")
     rec = recommend(one, profile, RECOMMEND_BATCH, max_nodes=MAX_NODES, shape="auto")
     return DrafterPlan(name=name, drafter=drafter, profile=profile, tables=tables,
-                       speedup=sweep, recommendation=rec)
+                       speedup=sweep, recommendation=rec, setup=one)
 
 
 def _plain_plan(base: Setup, scenario: Scenario, tps: tuple[int, ...]) -> DrafterPlan:

@@ -49,7 +49,8 @@ class RoundProfile:
         """Round time at batch index i for a mean of `tokens_per_request` scored per request
         (1 + drafted), linear between the uniform chains."""
         n = np.arange(self.round_s.shape[1], dtype=np.float64) + 1.0
-        return np.interp(np.asarray(tokens_per_request, dtype=np.float64), n, self.round_s[i])
+        t = np.asarray(tokens_per_request, dtype=np.float64)
+        return np.asarray(np.interp(t, n, self.round_s[i]), dtype=np.float64)
 
 
 def round_profile(setup: Setup, batch: ArrayLike, max_gamma: int) -> RoundProfile:
@@ -67,12 +68,12 @@ def confidences(profile: AcceptanceProfile, requests: int, max_gamma: int,
     alphas = np.asarray(profile.alphas(max_gamma), dtype=np.float64)
     mean = float(np.clip(alphas.mean(), 1e-3, 1 - 1e-3))
     scale = rng.beta(CONCENTRATION * mean, CONCENTRATION * (1 - mean), size=requests) / mean
-    return np.clip(alphas[None, :] * scale[:, None], 0.0, 0.999)
+    return np.asarray(np.clip(alphas[None, :] * scale[:, None], 0.0, 0.999), dtype=np.float64)
 
 
 def survival(conf: FloatArray) -> FloatArray:
     """prod_{i<=k} pi_{b,i}: chance the first k drafted tokens of request b all survive."""
-    return np.cumprod(conf, axis=1)
+    return np.asarray(np.cumprod(conf, axis=1), dtype=np.float64)
 
 
 def dspark_allocation(surv: FloatArray, rounds: RoundProfile, i: int
@@ -143,12 +144,12 @@ class PolicySweep:
     def relative_to_none(self) -> FloatArray:
         """Each policy's throughput over plain decoding's at the same load."""
         none = self.tokens_per_s[self.policies.index("none")]
-        return self.tokens_per_s / none[None, :]
+        return np.asarray(self.tokens_per_s / none[None, :], dtype=np.float64)
 
     def slower_than_none(self, policy: str) -> FloatArray:
         """Loads at which `policy` makes the server slower than not speculating."""
         ratio = self.relative_to_none()[self.policies.index(policy)]
-        return self.batch[ratio < 1.0]
+        return np.asarray(self.batch[ratio < 1.0], dtype=np.float64)
 
 
 def tree_rate(setup: Setup, alpha: float, batch: FloatArray, nodes: int
