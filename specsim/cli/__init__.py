@@ -17,6 +17,7 @@ from specsim.cli import (  # noqa: F401  (registers)
     distributions,
     forward,
     measurement,
+    plan,
     specs,
     speculation,
     validate,

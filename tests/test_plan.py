@@ -1,0 +1,242 @@
+"""specsim plan: scenarios, the serving model, batch policies, and the report (issue 11)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecError
+from specsim.present.report import SECTIONS, write_report
+from specsim.serving.capacity import Setting, best_setting, pareto_front
+from specsim.serving.plan import make_plan
+from specsim.serving.policies import dspark_allocation, round_profile, simulate_policies
+from specsim.serving.scenarios import LengthDistribution, load_scenario
+from specsim.specs.hardware import load_hardware
+from specsim.specs.io import write_yaml
+from specsim.specs.models import load_model
+from specsim.specs.workloads import workload_to_yaml
+from specsim.speculation.acceptance import AcceptanceProfile, constant_profile
+from specsim.speculation.speedup import Setup
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_scenario_loads_with_lengths_and_family_profiles() -> None:
+    for slug in ("chat", "code", "math", "long-context", "agentic"):
+        sc = load_scenario(slug)
+        assert sc.lengths_given
+        assert {"eagle3", "dflash", "p_eagle"} <= set(sc.by_family)
+    # The old workloads still load, with stated default lengths.
+    old = load_scenario("chat-dflash-qwen3-8b")
+    assert not old.lengths_given and old.prompt.median == 2048
+
+
+def test_chat_acceptance_is_below_math_for_the_same_drafter() -> None:
+    """published_measurements.md: chat tau is 40-50% of math/code tau for one drafter."""
+    chat, math = load_scenario("chat"), load_scenario("math")
+    for family in ("dflash", "dspark"):
+        ratio = chat.by_family[family].alphas(1)[0] / math.by_family[family].alphas(1)[0]
+        assert ratio < 1
+
+
+def test_lognormal_mean_by_hand() -> None:
+    # median 100, p90 350: sigma = ln 3.5 / 1.2816 = 0.9775; mean = 100 e^(sigma^2/2) = 161.3
+    d = LengthDistribution(median=100, p90=350, source="hand")
+    assert d.sigma == pytest.approx(np.log(3.5) / 1.2815516, rel=1e-6)
+    assert d.mean == pytest.approx(161.25, abs=0.1)
+    assert d.quantile(0.9) == pytest.approx(350, rel=1e-6)
+    with pytest.raises(SpecError):
+        LengthDistribution(median=100, p90=50, source="bad")
+
+
+def test_fitted_acceptance_plugs_in_as_a_scenario(tmp_path: Path) -> None:
+    fitted = AcceptanceProfile(position_alphas=(0.9, 0.8, 0.7), source="vLLM counters")
+    path = tmp_path / "fitted.yaml"
+    write_yaml(path, workload_to_yaml("measured", fitted, context=3000.0,
+                                      counts_source="vLLM counters"), force=False)
+    sc = load_scenario(str(path))
+    assert sc.prompt.median == 3000 and not sc.lengths_given
+    assert sc.profile_for(None).position_alphas == (0.9, 0.8, 0.7)
+    plan = make_plan(hardware="h100-sxm", model="llama-3.1-8b",
+                     drafters=["eagle3-llama-3.1-8b"], engine="roofline", workload="chat",
+                     acceptance=sc.acceptance, tps=(1,))
+    assert plan.drafters[0].profile is not None
+    assert plan.drafters[0].profile.position_alphas == (0.9, 0.8, 0.7)
+
+
+def test_pareto_front_matches_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    u, t = rng.random(200), rng.random(200)
+    front = set(pareto_front(u, t).tolist())
+    brute = {i for i in range(200)
+             if not np.any((u >= u[i]) & (t >= t[i]) & ((u > u[i]) | (t > t[i])))}
+    assert front == brute
+
+
+def test_gpus_for_target_by_hand() -> None:
+    s = Setting(drafter="d", tp=2, batch=8, shape="chain", nodes=3, depth=3, max_width=1,
+                tau=2.0, round_s=0.01, tokens_per_s_per_user=200.0, throughput_per_gpu=800.0,
+                ttft_s=0.01, ttft_p90_s=0.02)
+    # one replica = 2 GPUs x 800 = 1600 tokens/s; 10,000 needs ceil(6.25) = 7 replicas = 14 GPUs
+    assert s.gpus_for(10_000) == 14
+    assert s.gpus_for(1_600) == 2
+
+
+def _article_setup() -> Setup:
+    """The article's tree figure: 8B on H100, drafting 0.05 of a step, contexts ignored."""
+    return Setup(target=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"),
+                 draft_cost=0.05, context=0.0)
+
+
+def test_policies_reproduce_the_article() -> None:
+    sweep = simulate_policies(_article_setup(), constant_profile(0.8), seed=0)
+    rel = sweep.relative_to_none()
+    b = list(sweep.batch)
+    tree = rel[sweep.policies.index("fixed tree 64")]
+    # "A 64-node tree there [B = 128] makes decoding almost four times slower"
+    assert 1 / tree[b.index(128)] == pytest.approx(3.8, rel=0.1)
+    # light load: long drafts win (DSpark drafts the whole block, tree beats chains)
+    dspark = sweep.policies.index("DSpark allocation")
+    assert sweep.mean_draft[dspark, b.index(1)] >= 12
+    assert tree[b.index(1)] > rel[sweep.policies.index("fixed chain 2"), b.index(1)]
+    # heavy load: speculation shrinks, and adaptive policies never fall below none
+    assert sweep.mean_draft[dspark, b.index(256)] <= 2
+    goodput = sweep.policies.index("goodput (TurboSpec)")
+    assert sweep.mean_draft[goodput, b.index(256)] <= 2
+    assert rel[dspark].min() >= 0.99 and rel[goodput].min() >= 0.97
+    assert 128 in sweep.slower_than_none("fixed tree 64")
+
+
+def test_policies_are_deterministic_for_a_seed() -> None:
+    a = simulate_policies(_article_setup(), constant_profile(0.7), seed=5, loads=(4, 64))
+    b = simulate_policies(_article_setup(), constant_profile(0.7), seed=5, loads=(4, 64))
+    assert np.array_equal(a.tokens_per_s, b.tokens_per_s)
+
+
+def test_dspark_allocation_is_the_brute_force_optimum() -> None:
+    """Greedy over sorted survivals equals exhaustive search over prefix lengths (B = 2)."""
+    rounds = round_profile(_article_setup(), [2], 4)
+    conf = np.array([[0.9, 0.8, 0.7, 0.6], [0.5, 0.4, 0.3, 0.2]])
+    surv = np.cumprod(conf, axis=1)
+    _, rate = dspark_allocation(surv, rounds, 0)
+    best = 0.0
+    for g0 in range(5):
+        for g1 in range(5):
+            tokens = 2 + surv[0, :g0].sum() + surv[1, :g1].sum()
+            best = max(best, tokens / float(rounds.seconds(0, 1 + (g0 + g1) / 2)))
+    assert rate == pytest.approx(best, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    plan = make_plan(hardware="h100-sxm", model="llama-3.1-8b",
+                     drafters=["eagle3-llama-3.1-8b"], engine="roofline", workload="chat",
+                     min_tokens_per_s_per_user=100, target_tokens_per_s=50_000, tps=(1, 2))
+    out = tmp_path_factory.mktemp("report")
+    write_report(plan, out, force=True)
+    return plan, out
+
+
+def test_report_has_every_section_and_valid_pngs(small_report: tuple[object, Path]) -> None:
+    from matplotlib.image import imread
+
+    _, out = small_report
+    md = (out / "report.md").read_text()
+    page = (out / "report.html").read_text()
+    for title in SECTIONS:
+        assert f"## {title}" in md and f"<h2>{title}</h2>" in page
+    pngs = sorted(out.glob("*.png"))
+    assert {p.name for p in pngs} >= {"tn.png", "memory.png", "pareto.png", "policies.png",
+                                      "speedup-eagle3-llama-3.1-8b.png"}
+    for p in pngs:
+        assert p.read_bytes()[:8] == PNG_SIGNATURE
+        image = imread(p)
+        assert image.shape[0] > 100 and float(np.std(image)) > 0.01  # not blank
+    assert (out / "slo.csv").exists() and (out / "pareto.csv").exists()
+
+
+def test_report_html_is_self_contained(small_report: tuple[object, Path]) -> None:
+    _, out = small_report
+    page = (out / "report.html").read_text()
+    refs = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert refs and all(r.startswith("data:image/png;base64,") for r in refs)
+    assert "http://" not in page.split("<body>")[0] and "<script" not in page
+    assert "<link" not in page
+
+
+def test_report_numbers_equal_the_library(small_report: tuple[object, Path]) -> None:
+    plan, out = small_report
+    best = best_setting(plan.tables, min_tokens_per_s_per_user=100,  # type: ignore[attr-defined]
+                        target_tokens_per_s=50_000)
+    assert best is not None and best == plan.best  # type: ignore[attr-defined]
+    md = (out / "report.md").read_text()
+    assert f"{best.throughput_per_gpu:,.0f} output tokens/s per GPU" in md
+    assert f"For 50,000 tokens/s: {best.gpus_for(50_000)} GPUs" in md
+    slo = (out / "slo.csv").read_text().splitlines()
+    assert slo[1].startswith("with speculation") and str(best.gpus_for(50_000)) in slo[1]
+
+
+def test_report_folder_is_not_overwritten(small_report: tuple[object, Path]) -> None:
+    plan, out = small_report
+    with pytest.raises(SpecError, match="--force"):
+        write_report(plan, out)  # type: ignore[arg-type]
+
+
+def test_unmeetable_slo_says_what_is_closest(tmp_path: Path) -> None:
+    plan = make_plan(hardware="h100-sxm", model="llama-3.1-8b",
+                     drafters=["eagle3-llama-3.1-8b"], engine="roofline", workload="chat",
+                     min_tokens_per_s_per_user=1e6, tps=(1,))
+    assert plan.best is None and plan.best_plain is None and plan.closest is not None
+    write_report(plan, tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "No setting meets this SLO. The closest is" in md
+
+
+def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from specsim.cli import app
+
+    runner = CliRunner()
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_text("keep")
+    cases = [
+        (["plan", "--out", str(tmp_path / "taken")], "--force"),
+        (["plan", "--workload", "nope", "--out", str(tmp_path / "a")], "unknown"),
+        (["plan", "--model", "deepseek-v3", "--hardware", "l40", "--out", str(tmp_path / "b")],
+         "does not fit"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, args, standalone_mode=False)
+        assert isinstance(result.exception, SpecError) and message in str(result.exception)
+    assert (tmp_path / "taken" / "x").read_text() == "keep"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="chromium is not installed (`.ci/run` installs it: apt-get install "
+                    "-y chromium)")
+def test_report_html_in_headless_chromium(small_report: tuple[object, Path],
+                                          tmp_path: Path) -> None:
+    """The page loads with no console error, requests nothing off the machine, renders."""
+    from matplotlib.image import imread
+
+    _, out = small_report
+    url = (out / "report.html").resolve().as_uri()
+    flags = ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+             "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0"]
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0 and "<h2>Engine commands</h2>" in dom.stdout
+    urls = re.findall(r'(?:src|href)="([^"]*)"', dom.stdout)
+    assert all(u.startswith("data:") for u in urls)
+    assert not re.search(r"CONSOLE\(\d+\)|Uncaught|net::ERR_", dom.stderr)
+    shot = tmp_path / "shot.png"
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1200,2000", url],
+                   capture_output=True, timeout=120, check=True)
+    image = imread(shot)
+    assert image.shape[:2] == (2000, 1200) and float(np.std(image)) > 0.05
