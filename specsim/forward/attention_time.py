@@ -1,0 +1,196 @@
+"""Time of one attention kernel from its tiles: FlashAttention's work split over the GPU's SMs.
+
+The roofline (bytes / bandwidth, flops / peak) misses how a FlashAttention-2 kernel runs on
+the GPU, which the measured A100 table (Vidur, Llama-70B shape at TP 2) shows plainly:
+
+- Work is cut into CTAs of (sequence, head, block of BLOCK_M query rows); each walks the keys
+  in blocks of BLOCK_N tokens (FlashAttention 2's split-KV kernel for head dim 128: 64 x 128).
+  In decode with grouped-query attention the query heads of one KV head are the rows of one
+  CTA, so a decode step has batch x KV-heads CTAs, which run ``sm_count`` at a time: the
+  measured time jumps where batch x 4 passes 108, 216 and 432 (batch 28, 55, 109).
+- When the CTAs fill less than 0.8 of the SMs, the keys of each CTA are split into
+  ``num_splits`` chunks (FlashAttention 2's heuristic, `flash_splits`, a step function of the
+  key length and the SM count) and a combine kernel merges them: the time at batch 1 stays
+  at about 17 us from 4,000 down to 160 keys, and is 12 us below 128 keys (one block, no
+  split); batch 21 (84 CTAs) takes 17 us at 32 keys, batch 22 (88 CTAs, no split) 9 us.
+- A CTA alone on the GPU streams its blocks at a per-SM bandwidth (``sm_bandwidth``); once
+  many are running they share the HBM bandwidth (``bandwidth`` of the datasheet).
+- Causal prefill: the CTA of query block i sees only the keys before its last row, so the
+  CTAs' work differs; ``causal_skip`` is the share of the masked key blocks the kernel skips
+  (1: all, as FlashAttention does; fitted, since a chunked-prefill kernel over a paged cache
+  may not).
+
+Fitted on measured kernels by `specsim.measurement.attention_fit`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from specsim.errors import SpecError
+from specsim.forward.gemm import FloatArray
+
+# FlashAttention 2, split-KV forward kernel for head dim <= 128 (flash_fwd_launch_template.h).
+BLOCK_M = 64
+BLOCK_N = 128
+# Its split heuristic: no split once the CTAs fill this share of the SMs; pick the fewest
+# splits whose wave efficiency is within SPLIT_TOLERANCE of the best; at most MAX_SPLITS.
+SPLIT_FILL = 0.8
+SPLIT_TOLERANCE = 0.85
+MAX_SPLITS = 128
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionKernelEfficiency:
+    """Fitted terms of the tiled attention-time model (defaults: ideal, no overheads).
+
+    Attributes:
+        bandwidth: share of the datasheet HBM bandwidth all SMs together reach, (0, 1].
+        flops: share of the datasheet peak flops, (0, 1].
+        sm_bandwidth: bandwidth one SM reaches alone, in units of (datasheet bandwidth /
+            sm_count), >= 1 (inf: an SM alone can use the whole bandwidth).
+        floor_s: fixed time of the kernel (launch, tail), s.
+        cta_s: fixed time per CTA in a wave (prologue: load Q, epilogue: write O), s.
+        combine_s: time of the split-KV path's combine kernel, s.
+        causal_skip: share of the fully masked key blocks a causal kernel skips, [0, 1].
+    """
+
+    bandwidth: float = 1.0
+    flops: float = 1.0
+    sm_bandwidth: float = math.inf
+    floor_s: float = 0.0
+    cta_s: float = 0.0
+    combine_s: float = 0.0
+    causal_skip: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("bandwidth", "flops"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise SpecError(f"field '{name}' must be in (0, 1], got {getattr(self, name)!r}")
+        if not self.sm_bandwidth >= 1.0:
+            raise SpecError(f"field 'sm_bandwidth' must be >= 1, got {self.sm_bandwidth!r}")
+        for name in ("floor_s", "cta_s", "combine_s"):
+            if not getattr(self, name) >= 0.0:
+                raise SpecError(f"field '{name}' must be >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.causal_skip <= 1.0:
+            raise SpecError(f"field 'causal_skip' must be in [0, 1], got {self.causal_skip!r}")
+
+
+def flash_splits(ctas: ArrayLike, key_blocks: ArrayLike, sm_count: int) -> FloatArray:
+    """Number of key chunks FlashAttention 2 splits each CTA's keys into (1: no split).
+
+    Its heuristic: no split when the CTAs fill SPLIT_FILL of the SMs; else, over s = 1 ..
+    min(MAX_SPLITS, sm_count, key_blocks) (skipping s that leave the blocks per chunk
+    unchanged), the wave efficiency w / ceil(w) with w = ctas s / sm_count, and the smallest
+    s within SPLIT_TOLERANCE of the best.
+    """
+    ctas_a, blocks_a = np.broadcast_arrays(np.asarray(ctas, dtype=np.float64),
+                                           np.asarray(key_blocks, dtype=np.float64))
+    out = np.ones(ctas_a.shape)
+    if sm_count < 1:
+        return out
+    limit = int(min(MAX_SPLITS, sm_count, max(float(blocks_a.max(initial=1.0)), 1.0)))
+    s = np.arange(1, limit + 1, dtype=np.float64)
+    waves = ctas_a[..., None] * s / sm_count
+    eff = waves / np.ceil(np.maximum(waves, 1e-300))
+    per_chunk = np.ceil(blocks_a[..., None] / s)
+    previous = np.ceil(blocks_a[..., None] / np.maximum(s - 1, 1))
+    eligible = (s <= np.minimum(blocks_a[..., None], sm_count)) & (
+        (s == 1) | (per_chunk != previous))
+    eff = np.where(eligible, eff, 0.0)
+    best = eff.max(axis=-1, keepdims=True)
+    choice = np.argmax(eligible & (eff >= SPLIT_TOLERANCE * best), axis=-1) + 1.0
+    split = ctas_a < SPLIT_FILL * sm_count
+    out = np.where(split, choice, 1.0)
+    return np.asarray(out, dtype=np.float64)
+
+
+def attention_kernel_time_s(
+    batch: ArrayLike, context: ArrayLike, queries: ArrayLike, *, q_heads: float,
+    kv_heads: float, head_dim: float, causal: ArrayLike, bandwidth_bytes_per_s: float,
+    flops_per_s: float, sm_count: int, act_bytes: float = 2.0,
+    eff: AttentionKernelEfficiency = AttentionKernelEfficiency(),
+) -> FloatArray:
+    """Time of attention kernels: `batch` sequences, each `queries` new tokens over `context`
+    cached ones (causal among the new tokens where `causal`), on one GPU.
+
+    Args:
+        batch, context, queries, causal: per kernel, broadcast together.
+        q_heads, kv_heads, head_dim: per GPU.
+        bandwidth_bytes_per_s, flops_per_s, sm_count: datasheet numbers of the GPU.
+        act_bytes: bytes per cached K or V element.
+        eff: fitted terms (AttentionKernelEfficiency).
+
+    Returns:
+        Seconds, the broadcast shape.
+    """
+    if sm_count < 1:
+        raise SpecError("attention_kernel_time_s: need the GPU's sm_count >= 1")
+    b, ctx, q, causal_a = np.broadcast_arrays(
+        np.asarray(batch, dtype=np.float64), np.asarray(context, dtype=np.float64),
+        np.asarray(queries, dtype=np.float64), np.asarray(causal, dtype=bool))
+    group = q_heads / kv_heads
+    # Decode with grouped queries: the group's query heads are the rows of one CTA.
+    swap = (q == 1.0) & (group > 1.0)
+    rows = np.where(swap, group, q)
+    heads = np.where(swap, kv_heads, q_heads)
+    # The same 64 x 128 tiles for prefill: the plain forward kernel's 128 x 64 tiles fit
+    # the measured prefill worse (12.4% against 11.5% held out).
+    prefill = rows > BLOCK_M
+    block_m = np.full_like(rows, BLOCK_M)
+    block_n = np.full_like(rows, BLOCK_N)
+    m_blocks = np.ceil(rows / block_m)
+    keys = ctx + q
+    key_blocks = np.ceil(keys / block_n)
+    ctas = b * heads * m_blocks
+    splits = flash_splits(ctas, key_blocks, sm_count)
+    work, longest = _cta_blocks(ctx, q, key_blocks, m_blocks, causal_a & ~swap, eff.causal_skip,
+                                block_m, block_n)
+    work, longest = work / splits, np.ceil(longest / splits)  # blocks per CTA after splitting
+    all_ctas = ctas * splits
+    bw = eff.bandwidth * bandwidth_bytes_per_s
+    block_bytes = 2.0 * block_n * head_dim * act_bytes  # K and V of one head
+    block_flops = 4.0 * block_m * block_n * head_dim  # Q K^T and P V
+    sm_flops = eff.flops * flops_per_s / sm_count
+
+    def block_s(active: FloatArray) -> FloatArray:
+        per_sm_bw = np.minimum(eff.sm_bandwidth * bandwidth_bytes_per_s / sm_count,
+                               bw / np.maximum(active, 1.0))
+        return np.asarray(np.maximum(block_bytes / per_sm_bw, block_flops / sm_flops))
+
+    full = np.floor(all_ctas / sm_count)
+    rest = all_ctas - full * sm_count
+    # Equal CTAs (decode, or one query block): whole waves at the shared bandwidth, the last
+    # partial wave faster per SM. Unequal CTAs (causal prefill): the makespan is the longer
+    # of the total work spread over the SMs and the longest CTA.
+    equal = full * (eff.cta_s + longest * block_s(np.full_like(full, sm_count)))
+    equal += (rest > 0) * (eff.cta_s + longest * block_s(rest))
+    spread = np.ceil(all_ctas / sm_count) * eff.cta_s + np.maximum(
+        b * heads * m_blocks * work / sm_count, longest) * block_s(np.minimum(all_ctas, sm_count))
+    body = np.where(prefill, spread, equal)
+    combine = eff.combine_s * (ctas < SPLIT_FILL * sm_count)
+    return np.asarray(eff.floor_s + combine + body, dtype=np.float64)
+
+
+def _cta_blocks(context: FloatArray, queries: FloatArray, key_blocks: FloatArray,
+                m_blocks: FloatArray, causal: FloatArray, skip: float,
+                block_m: FloatArray, block_n: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Mean and largest number of key blocks per CTA (before splitting).
+
+    A causal CTA of query block i (0-based) sees context + min((i + 1) BLOCK_M, queries) keys;
+    of the key blocks past those it skips the share `skip`.
+    """
+    top = int(max(float(m_blocks.max(initial=1.0)), 1.0))
+    i = np.arange(top, dtype=np.float64)
+    seen = np.ceil((context[..., None] + np.minimum((i + 1) * block_m[..., None],
+                                                    queries[..., None])) / block_n[..., None])
+    masked = key_blocks[..., None] - seen
+    blocks = np.where(causal[..., None], seen + (1.0 - skip) * masked, key_blocks[..., None])
+    valid = i < m_blocks[..., None]
+    mean = np.where(valid, blocks, 0.0).sum(axis=-1) / np.maximum(m_blocks, 1.0)
+    longest = np.where(valid, blocks, 0.0).max(axis=-1)
+    return np.asarray(mean), np.asarray(longest)
