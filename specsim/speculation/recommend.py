@@ -215,7 +215,8 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     schedule_chain = _schedule_chains(setup, chains, batches, objective)
     use_trees = shape == "tree" or (shape == "auto" and bool(profile.rank_acceptance)
                                     and not profile.ranks_from_chain)
-    if shape == "auto" and profile.rank_acceptance and profile.ranks_from_chain:
+    if (shape == "auto" and profile.rank_acceptance and profile.ranks_from_chain
+            and _engine_builds_trees(drafter)):
         notes.append("trees left out: the per-rank acceptance would come from chain data "
                      "(a_j = alpha (1 - alpha)^j); give --ranks FILE or --shape tree")
     elif shape == "tree" and profile.ranks_from_chain:
@@ -234,6 +235,13 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     _extrapolation_notes(profile, best + best_chain, notes)
     return Recommendation(best=best, best_chain=best_chain, objective=objective, sglang=sglang,
                           bound=bound, schedule_chain=schedule_chain, notes=tuple(notes))
+
+
+def _engine_builds_trees(drafter: Drafter | None) -> bool:
+    """Whether an engine could run this drafter as a tree (SGLang's tree algorithms; vLLM
+    verifies chains only): otherwise leaving trees out needs no note."""
+    algorithm = sglang_algorithm(drafter)
+    return algorithm is None or bool(engine_args("sglang").rules["algorithms"][algorithm]["tree"])
 
 
 def _depth_limit(setup: Setup, profile: AcceptanceProfile, max_nodes: int,
