@@ -89,3 +89,21 @@ def test_sglang_flags_name_the_algorithm_where_sglang_has_one() -> None:
     cannot = ["(SGLang cannot run it)", "(no speculation)"]
     assert rec.sglang_flags(load_drafter("medusa-vicuna-7b")) == cannot
     assert rec.sglang_flags(None) == cannot
+
+
+def test_serving_batch_is_the_most_throughput_above_the_floor_that_fits() -> None:
+    from dataclasses import replace
+
+    from specsim.speculation.recommend import serving_batch
+
+    # per-user speed falls with batch while throughput (batch x per-user) rises: by hand,
+    # 1 x 400 = 400, 8 x 300 = 2,400, 32 x 150 = 4,800, 128 x 60 = 7,680 tokens/s
+    rates = {1: 400.0, 8: 300.0, 32: 150.0, 128: 60.0}
+    choices = [replace(_choice(b, 4, 4, 1), tokens_per_s_per_user=r, throughput=b * r)
+               for b, r in rates.items()]
+    assert serving_batch(choices).batch == 128           # no floor: the most throughput
+    assert serving_batch(choices, 100.0).batch == 32     # 128 x 60 breaks a 100 tokens/s floor
+    assert serving_batch(choices, 350.0).batch == 1
+    assert serving_batch(choices, 500.0) is None         # no batch keeps users that fast
+    unfit = [replace(c, fits=False) if c.batch == 32 else c for c in choices]
+    assert serving_batch(unfit, 100.0).batch == 8        # batch 32 does not fit in memory

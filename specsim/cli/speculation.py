@@ -194,8 +194,9 @@ def recommend(
 ) -> None:
     """The best chain or tree per batch size, and per engine a command that runs it."""
     from specsim.present.render import context_text, setup_line
+    from specsim.present.rows import recommend_rows, serving_text
     from specsim.specs.io import check_writable
-    from specsim.speculation.recommend import engine_commands
+    from specsim.speculation.recommend import engine_commands, serving_batch
     from specsim.speculation.recommend import recommend as best_settings
     from specsim.speculation.setup import load_setup
 
@@ -212,11 +213,10 @@ def recommend(
                         shape=shape, max_depth=max_depth)
     commands = engine_commands(rec, setup)
     vllm_k = {c.batch: c.nodes for c in rec.schedule_chain}
-    rows = [_recommend_row(c, vllm_k.get(c.batch, 0), flags)
-            for c, flags in zip(rec.best, rec.sglang_flags(setup.drafter), strict=True)]
+    rows = recommend_rows(rec.best, vllm_k, rec.sglang_flags(setup.drafter))
     bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
               "depth": b.depth} for b in rec.bound] if rec.bound else None
-    serving = _serving_batch(rec.best, min_user_rate)
+    serving = serving_batch(rec.best, min_user_rate)
     header = setup_line(setup, profile.source, engine=engine)
     if tree_out is not None:
         from specsim.present.trees import tree_document
@@ -236,7 +236,7 @@ def recommend(
         return
     echo(header)
     echo(to_table(rows))
-    echo(_serving_text(serving, min_user_rate))
+    echo(serving_text(serving, min_user_rate))
     if bound:
         echo("\nbound, not an engine setting (best tree of any shape): " + ", ".join(
             f"batch {b['batch']} tau {b['tau']:.3f} speedup {b['speedup']:.3f}" for b in bound))
@@ -258,33 +258,6 @@ def recommend(
              f"(context {context_text(setup.context)}, TP {setup.tp})")
     if tree_out is not None:
         echo(f"wrote {tree_out}")
-
-
-def _recommend_row(c: Any, vllm_k: int, flags: str) -> dict[str, Any]:
-    """One row of `recommend`; a batch that does not fit shows no speeds and no flags."""
-    nan = float("nan")
-    return {"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
-            "tau": c.tau, "speedup": c.speedup if c.fits else nan,
-            "plain_tokens_per_s_per_user":
-                c.tokens_per_s_per_user / c.speedup if c.fits and c.speedup else nan,
-            "tokens_per_s_per_user": c.tokens_per_s_per_user if c.fits else nan,
-            "throughput_tokens_per_s": c.throughput if c.fits else nan,
-            "fits": c.fits, "vllm_k": vllm_k if c.fits else None,
-            "sglang": flags if c.fits else "(does not fit in memory)"}
-
-
-def _serving_batch(choices: list[Any], floor: float) -> Any:
-    """Among batch sizes that fit and keep each user at >= floor tokens/s: most throughput."""
-    ok = [c for c in choices if c.fits and c.tokens_per_s_per_user >= floor]
-    return max(ok, key=lambda c: (c.throughput, -c.batch)) if ok else None
-
-
-def _serving_text(choice: Any, floor: float) -> str:
-    where = f" with every user at >= {floor:g} tokens/s" if floor else ""
-    if choice is None:
-        return f"\nno batch size above fits in memory{where}"
-    return (f"\nserve at batch {choice.batch}: {choice.throughput:,.0f} tokens/s per replica"
-            f"{where} ({choice.tokens_per_s_per_user:,.0f} each)")
 
 
 @acceptance_app.command("fit")

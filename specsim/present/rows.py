@@ -233,3 +233,32 @@ def acceptance_rows(counts: SpecDecodeCounts) -> list[Row]:
     return [{"position": i + 1, "alpha": float(a), "reached": float(m)}
             for i, (a, m) in enumerate(zip(counts.conditional_alphas, counts.marginal_rates,
                                            strict=True))]
+
+
+def recommend_rows(choices: list[Any], vllm_k: dict[int, int], sglang_flags: list[str]
+                   ) -> list[Row]:
+    """Rows of `recommend`, one per batch size; a batch that does not fit shows no speeds and
+    no flags. vllm_k: the chain length vLLM's schedule runs at each batch size."""
+    return [_recommend_row(c, vllm_k.get(c.batch, 0), flags)
+            for c, flags in zip(choices, sglang_flags, strict=True)]
+
+
+def _recommend_row(c: Any, vllm_k: int, flags: str) -> Row:
+    nan = float("nan")
+    return {"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
+            "tau": c.tau, "speedup": c.speedup if c.fits else nan,
+            "plain_tokens_per_s_per_user":
+                c.tokens_per_s_per_user / c.speedup if c.fits and c.speedup else nan,
+            "tokens_per_s_per_user": c.tokens_per_s_per_user if c.fits else nan,
+            "throughput_tokens_per_s": c.throughput if c.fits else nan,
+            "fits": c.fits, "vllm_k": vllm_k if c.fits else None,
+            "sglang": flags if c.fits else "(does not fit in memory)"}
+
+
+def serving_text(choice: Any, floor: float) -> str:
+    """The line under `recommend`'s table: the batch size to serve at, or why there is none."""
+    where = f" with every user at >= {floor:g} tokens/s" if floor else ""
+    if choice is None:
+        return f"\nno batch size above fits in memory{where}"
+    return (f"\nserve at batch {choice.batch}: {choice.throughput:,.0f} tokens/s per replica"
+            f"{where} ({choice.tokens_per_s_per_user:,.0f} each)")

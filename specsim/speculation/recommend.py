@@ -237,6 +237,14 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
                           bound=bound, schedule_chain=schedule_chain, notes=tuple(notes))
 
 
+def serving_batch(choices: list[Choice], min_tokens_per_s_per_user: float = 0.0
+                  ) -> Choice | None:
+    """The batch size to serve at: among those that fit in memory and keep every user at or
+    above the floor (tokens/s), the one with the most throughput (ties: the smaller batch)."""
+    ok = [c for c in choices if c.fits and c.tokens_per_s_per_user >= min_tokens_per_s_per_user]
+    return max(ok, key=lambda c: (c.throughput, -c.batch)) if ok else None
+
+
 def _engine_builds_trees(drafter: Drafter | None) -> bool:
     """Whether an engine could run this drafter as a tree (SGLang's tree algorithms; vLLM
     verifies chains only): otherwise leaving trees out needs no note."""
