@@ -240,3 +240,92 @@ def test_report_html_in_headless_chromium(small_report: tuple[object, Path],
                    capture_output=True, timeout=120, check=True)
     image = imread(shot)
     assert image.shape[:2] == (2000, 1200) and float(np.std(image)) > 0.05
+
+
+def _answer_section(md: str) -> str:
+    return md.split("## Answer", 1)[1].split("\n## ", 1)[0]
+
+
+def test_answer_names_the_command_of_its_own_setting(small_report: tuple[object, Path]) -> None:
+    """The Answer's command runs exactly the chosen chain, TP and batch (a chain of k drafts is
+    vLLM's num_speculative_tokens k and SGLang's steps k, draft tokens k + 1)."""
+    from specsim.serving.plan import setting_commands
+
+    plan, out = small_report
+    best = plan.best  # type: ignore[attr-defined]
+    assert best is not None and best.nodes > 0 and best.shape == "chain"
+    answer = _answer_section((out / "report.md").read_text())
+    commands = {c.engine: c.command for c in setting_commands(plan, best)}  # type: ignore[arg-type]
+    assert set(commands) == {"vllm", "sglang"}
+    vllm, sglang = commands["vllm"], commands["sglang"]
+    assert f'"num_speculative_tokens":{best.nodes}}}' in vllm
+    assert f"--max-num-seqs {best.batch}" in vllm
+    assert f"--speculative-num-steps {best.nodes} " in sglang
+    assert f"--speculative-num-draft-tokens {best.nodes + 1} " in sglang
+    assert f"--max-running-requests {best.batch}" in sglang
+    assert ("--tensor-parallel-size" in vllm) == (best.tp > 1)
+    assert vllm in answer and sglang in answer
+    # the SLO, the target and plain decoding are stated in the Answer with their meaning
+    assert "at least 100 output tokens/s, i.e. at most 10 ms per output token" in answer
+    assert "50,000 output tokens/s across all users" in answer
+    plain = plan.best_plain  # type: ignore[attr-defined]
+    assert f"Plain decoding at the same SLO: TP {plain.tp}, batch {plain.batch:,}" in answer
+
+
+def test_serving_settings_are_what_the_engines_build(small_report: tuple[object, Path]) -> None:
+    """The chat profile's ranks come from chain data, so recommend weighs chains only: every
+    serving candidate is a chain within its depth limit (7 measured positions), and the speedup
+    figure's best point per batch is the recommendation table's setting."""
+    from specsim.present.report import speedup_curves
+
+    plan, _ = small_report
+    part = plan.drafters[0]  # type: ignore[attr-defined]
+    assert not part.uses_trees
+    for table in part.tables:
+        c = table.candidates
+        assert set(c.shape) == {"chain"} and c.nodes.max() == 7
+        assert np.array_equal(c.depth, c.nodes)
+    curves = speedup_curves(part)
+    assert list(curves) == [c.batch for c in part.recommendation.best]
+    for choice in part.recommendation.best:
+        n, speedup = curves[choice.batch]
+        assert speedup.max() == pytest.approx(choice.speedup, rel=1e-12)
+        assert n[int(np.argmax(speedup))] == choice.nodes
+    # the any-shape bound is drawn (dashed) and never below the engine curves
+    assert part.bound is not None
+    for i, b in enumerate(part.bound.batch):
+        assert part.bound.speedup[i].max() >= curves[int(b)][1].max() - 1e-12
+
+
+def test_tn_curves_by_profile() -> None:
+    """Datasheet GPU: the transferred (expected real) curve, and the calibrated one only where
+    hardware/calibrated/ has a profile for it; a calibrated profile: its own curve."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.present.report import tn_curves
+
+    h100 = [label for label, _ in tn_curves(load_hardware("h100-sxm"))]
+    assert h100 == ["datasheet (ms)", "expected real, transferred (ms)"]
+    a100 = [label for label, _ in tn_curves(load_hardware("a100-80g-sxm"))]
+    assert a100 == ["datasheet (ms)", "expected real, transferred (ms)",
+                    "calibrated calibrated/a100-80g-sxm-vidur (ms)"]
+    cal = [label for label, _ in tn_curves(load_hardware("calibrated/a100-80g-sxm-vidur"))]
+    assert cal == ["datasheet (ms)", "calibrated calibrated/a100-80g-sxm-vidur (ms)"]
+    # the expected real curve is `--hardware transferred/h100-sxm`'s T(n)
+    model, shape = load_model("llama-3.1-8b"), batch_mix_passes(1.0, np.array([64.0]),
+                                                                 np.array([0.0]))
+    curve = dict(tn_curves(load_hardware("h100-sxm")))["expected real, transferred (ms)"]
+    direct = pass_cost(model, load_hardware("transferred/h100-sxm"), shape).time_s
+    assert pass_cost(model, curve, shape).time_s == pytest.approx(direct, rel=1e-12)
+
+
+def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> None:
+    from specsim.present.report import _fmt
+    from specsim.specs.io import builtin_dir
+
+    _, out = small_report
+    md = (out / "report.md").read_text()
+    assert "| tokens n | datasheet (ms) | expected real, transferred (ms) |" in md
+    assert "calibrated_ms" not in md and "| 1,024 |" in md
+    assert _fmt(1820) == "1,820" and _fmt(26866.9) == "26,867" and _fmt(4.483) == "4.48"
+    assert str(builtin_dir("hardware").parent) not in md  # no checkout path in the sources

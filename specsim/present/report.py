@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import csv
 import dataclasses
+import functools
 import html
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +25,14 @@ from specsim.errors import SpecError
 from specsim.forward.cost import pass_cost
 from specsim.forward.shapes import batch_mix_passes
 from specsim.serving.capacity import Setting, pareto_front
-from specsim.serving.plan import Plan, memory_by_context
-from specsim.specs.hardware import Efficiency
+from specsim.serving.plan import (
+    DrafterPlan,
+    Plan,
+    memory_by_context,
+    setting_commands,
+    setting_engines,
+)
+from specsim.specs.hardware import Efficiency, Hardware
 from specsim.speculation.recommend import engine_commands
 
 Row = dict[str, Any]
@@ -48,14 +56,34 @@ class Block:
 
 
 def _fmt(value: Any) -> str:
+    """Table cells as the text writes numbers: thousands separators, 3 significant digits."""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int | np.integer):
+        return f"{int(value):,}"
     if isinstance(value, float | np.floating):
         v = float(value)
         if not np.isfinite(v):
             return "-"
         return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
     return str(value)
+
+
+def _relative(text: str) -> str:
+    """Sources without this machine's checkout path (`workloads/...`, not `/home/.../...`)."""
+    from specsim.specs.io import builtin_dir
+
+    root = str(builtin_dir("hardware").parent) + "/"
+    return text.replace(root, "")
+
+
+def _setting_text(s: Setting) -> str:
+    """'no speculation', 'a chain of 1 draft token', 'a tree of 12 nodes (depth 4, topk 3)'."""
+    if s.nodes == 0:
+        return "no speculation"
+    if s.shape == "chain":
+        return f"a chain of {s.nodes} draft token{'s' if s.nodes > 1 else ''}"
+    return f"a tree of {s.nodes} drafted nodes (depth {s.depth}, topk {s.max_width})"
 
 
 # ---- rendering -------------------------------------------------------------------------------
@@ -74,7 +102,8 @@ def to_markdown(blocks: list[Block], title: str) -> str:
         elif b.kind == "table" and b.rows:
             keys = list(b.rows[0])
             out.append("| " + " | ".join(keys) + " |")
-            out.append("|" + "---|" * len(keys))
+            out.append("|" + "".join("---|" if isinstance(b.rows[0][k], str) else "--:|"
+                                     for k in keys))
             for r in b.rows:
                 out.append("| " + " | ".join(_fmt(r[k]).replace("|", "\\|") for k in keys)
                            + " |")
@@ -98,7 +127,8 @@ def to_html(blocks: list[Block], title: str, images: dict[str, bytes]) -> str:
         if b.kind == "h2":
             out.append(f"<h2>{html.escape(b.text)}</h2>")
         elif b.kind == "p":
-            out.append(f"<p>{html.escape(b.text)}</p>")
+            text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(b.text))
+            out.append(f"<p>{text}</p>")
         elif b.kind == "code":
             out.append(f"<pre><code>{html.escape(b.text)}</code></pre>")
         elif b.kind == "img":
@@ -137,55 +167,108 @@ def _png(draw: Callable[[Any], None], size: tuple[float, float] = (7.5, 4.3)) ->
 
 # ---- sections --------------------------------------------------------------------------------
 
+def _builtin_calibrated(hw: Hardware) -> Hardware | None:
+    """The built-in calibrated profile of this datasheet GPU (hardware/calibrated/<slug>-*)."""
+    for slug, profile in _calibrated():
+        if slug.startswith(f"{hw.slug}-"):
+            return profile  # type: ignore[no-any-return]
+    return None
+
+
+def tn_curves(hw: Hardware) -> list[tuple[str, Hardware]]:
+    """(label, profile) per T(n) curve: the datasheet roofline; the expected real curve from
+    the transferred GEMM efficiencies unless the profile is calibrated; the calibrated one when
+    the profile is calibrated or a built-in calibrated profile exists for this GPU."""
+    from specsim.specs.transferred import transferred_hardware
+
+    ideal = dataclasses.replace(hw, efficiency=Efficiency())
+    curves = [("datasheet (ms)", ideal)]
+    if hw.slug.startswith("transferred/"):
+        return [*curves, ("expected real, transferred (ms)", hw)]
+    if hw.is_calibrated:
+        return [*curves, (f"calibrated {hw.slug} (ms)", hw)]
+    curves.append(("expected real, transferred (ms)", transferred_hardware(hw)))
+    cal = _builtin_calibrated(hw)
+    if cal is not None:
+        curves.append((f"calibrated {cal.slug} (ms)", cal))
+    return curves
+
+
 def tn_rows(plan: Plan) -> list[Row]:
-    """T(n) of the target at TP 1 with no cached context: datasheet, and calibrated if so."""
-    hw = plan.hardware
+    """T(n) of the target at the answer's TP with no cached context, one column per curve."""
     n = np.asarray(TOKENS, dtype=np.float64)
     shape = batch_mix_passes(1.0, n, np.array([0.0]))
-    ideal = dataclasses.replace(hw, efficiency=Efficiency())
     tp = plan.best.tp if plan.best else 1
-    sheet = pass_cost(plan.model, ideal, shape, tp=tp).time_s
-    cal = pass_cost(plan.model, hw, shape, tp=tp).time_s if hw.is_calibrated else sheet
-    return [{"tokens": int(k), "datasheet_ms": float(a) * 1e3, "calibrated_ms": float(c) * 1e3,
-             "tp": tp} for k, a, c in zip(n, sheet, cal, strict=True)]
+    rows: list[Row] = [{"tokens n": int(k)} for k in TOKENS]
+    for label, hw in tn_curves(plan.hardware):
+        times = pass_cost(plan.model, hw, shape, tp=tp).time_s
+        for row, t in zip(rows, times, strict=True):
+            row[label] = float(t) * 1e3
+    return rows
 
 
 def _section_tn(plan: Plan, add: Callable[..., None]) -> None:
+    from specsim.specs.transferred import expected_error_text
+
     rows = tn_rows(plan)
     knee = plan.hardware.ops_per_byte
-    calibrated = plan.hardware.is_calibrated
+    labels = [k for k in rows[0] if k != "tokens n"]
+    tp = plan.best.tp if plan.best else 1
 
     def draw(ax: Any) -> None:
-        n = [r["tokens"] for r in rows]
-        ax.plot(n, [r["datasheet_ms"] for r in rows], "o-", ms=3, label="datasheet roofline")
-        if calibrated:
-            ax.plot(n, [r["calibrated_ms"] for r in rows], "s-", ms=3, label="calibrated")
-        ax.axvline(knee, color="tab:red", ls="--", lw=1, label=f"knee {knee:.0f} tokens")
+        n = [r["tokens n"] for r in rows]
+        for label, style in zip(labels, ("o-", "s--", "^-"), strict=False):
+            ax.plot(n, [r[label] for r in rows], style, ms=3, label=label.removesuffix(" (ms)"))
+        ax.axvline(knee, color="tab:red", ls=":", lw=1, label=f"datasheet knee {knee:.0f} tokens")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("tokens in the pass n")
         ax.set_ylabel("T(n), ms")
-        ax.set_title(f"{plan.model.name} on {plan.hardware.name}, TP {rows[0]['tp']}",
-                     fontsize=10)
+        ax.set_title(f"{plan.model.name} on {plan.hardware.name}, TP {tp}", fontsize=10)
         ax.legend(fontsize=8)
-    add("p", f"Time of one target forward pass over n tokens (no cached context), TP "
-        f"{rows[0]['tp']}. Flat while memory-bound, linear once compute-bound; the knee is at "
-        f"ops:byte = peak flops / bandwidth = {knee:.0f} tokens. "
-        + ("The calibrated curve uses the fitted efficiencies of this profile."
-           if calibrated else "This is a datasheet profile; give a calibrated one "
-           "(hardware/calibrated/) for the calibrated curve."))
+    hw = plan.hardware
+    text = (f"Time of one target forward pass over n tokens (no cached context), TP {tp}. Flat "
+            "while memory-bound, linear once compute-bound; the datasheet knee is at ops:byte "
+            f"= peak flops / bandwidth = {knee:.0f} tokens. ")
+    if hw.is_calibrated and not hw.slug.startswith("transferred/"):
+        text += "The calibrated curve uses this profile's fitted efficiencies. "
+    else:
+        text += ("The expected real curve applies the GEMM efficiencies transferred from the "
+                 "GPUs with kernel measurements (`--hardware transferred/<slug>`; other op "
+                 f"classes ideal): expected error {expected_error_text()}, more on a GPU "
+                 "unlike the A100 and A40 it was measured on. ")
+        if not any(k.startswith("calibrated") for k in labels):
+            text += "No calibrated profile exists for this GPU (hardware/calibrated/). "
+    text += f"The plan's numbers use the {hw.slug} profile ({_profile_kind(hw)})."
+    add("p", text)
     add("img", "tn.png", png=_png(draw))
     add("table", rows=rows, csv="tn.csv")
 
 
+def _profile_kind(hw: Hardware) -> str:
+    if hw.slug.startswith("transferred/"):
+        return "datasheet with transferred efficiencies"
+    return "calibrated" if hw.is_calibrated else "datasheet roofline"
+
+
+def memory_rows(plan: Plan) -> list[Row]:
+    """memory_by_context with units in the column names."""
+    return [{"TP": int(r["tp"]), "context (tokens)": int(r["context_tokens"]),
+             "weights per GPU (GB)": r["weights_gb"],
+             "cache per request per GPU (MB)": r["cache_per_request_gb"] * 1e3,
+             "max concurrent requests": int(r["max_concurrency"])}
+            for r in memory_by_context(plan, CONTEXTS)]
+
+
 def _section_memory(plan: Plan, add: Callable[..., None]) -> None:
-    rows = memory_by_context(plan, CONTEXTS)
+    rows = memory_rows(plan)
 
     def draw(ax: Any) -> None:
-        for tp in sorted({r["tp"] for r in rows}):
-            pts = [r for r in rows if r["tp"] == tp]
-            ax.plot([r["context_tokens"] for r in pts],
-                    [max(r["max_concurrency"], 0.5) for r in pts], "o-", label=f"TP {tp}")
+        for tp in sorted({r["TP"] for r in rows}):
+            pts = [r for r in rows if r["TP"] == tp]
+            ax.plot([r["context (tokens)"] for r in pts],
+                    [max(r["max concurrent requests"], 0.5) for r in pts], "o-",
+                    label=f"TP {tp}")
         ax.axvline(plan.scenario.decode_context_tokens, color="0.4", ls=":", lw=1,
                    label="scenario's mean context")
         ax.set_xscale("log", base=2)
@@ -194,8 +277,9 @@ def _section_memory(plan: Plan, add: Callable[..., None]) -> None:
         ax.set_ylabel("max concurrent requests (per TP group)")
         ax.legend(fontsize=8)
     who = plan.drafters[0].name
-    add("p", f"Weights, workspace and caches per GPU (the target's and {who}'s cache) against "
-        "the context each request holds; the largest batch that fits in 90% of HBM. At the "
+    add("p", f"Weights (the target's and {who}'s), workspace and caches per GPU (the "
+        f"target's and {who}'s cache) against the context each request holds; the "
+        "largest batch that fits in 90% of HBM. At the "
         f"scenario's mean decoding context ({plan.scenario.decode_context_tokens:,.0f} tokens) "
         "the serving model caps the batch at: "
         + ", ".join(f"TP {t.tp}: {t.max_concurrency:,}" for t in plan.drafters[0].tables)
@@ -204,20 +288,77 @@ def _section_memory(plan: Plan, add: Callable[..., None]) -> None:
     add("table", rows=rows, csv="memory.csv")
 
 
-def _section_speedup(plan: Plan, add: Callable[..., None]) -> None:
-    from specsim.present.plots import speedup_figure
+def acceptance_text(d: DrafterPlan) -> str:
+    """'alpha = 0.65' or 'alpha per position 0.90, 0.80, 0.70' (+ measured ranks)."""
+    assert d.profile is not None
+    alphas = d.profile.position_alphas
+    text = (f"\u03b1 = {alphas[0]:.2f}" if len(set(alphas)) == 1 else
+            "\u03b1 per position " + ", ".join(f"{a:.2f}" for a in alphas[:4])
+            + (", ..." if len(alphas) > 4 else "")) if alphas else "per-rank acceptance"
+    return text
 
+
+def engine_shapes_text(d: DrafterPlan) -> str:
+    """Which candidates the engines build for this drafter (the figure's solid curves)."""
+    return "chains and SGLang trees" if d.uses_trees else "chains (engine-buildable)"
+
+
+def speedup_curves(d: DrafterPlan) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per batch size: node counts and the best engine-candidate speedup at each (one curve)."""
+    assert d.speedup is not None
+    table = d.speedup
+    nodes, speedup = table.candidates.nodes, table.speedup
+    n = np.unique(nodes)
+    return {int(b): (n, np.array([speedup[i][nodes == k].max() for k in n]))
+            for i, b in enumerate(table.batch)}
+
+
+def _speedup_png(plan: Plan, d: DrafterPlan) -> bytes:
+    curves = speedup_curves(d)
+    rec = d.recommendation
+    bound = d.bound
+    tp = d.setup.tp if d.setup else 1
+
+    def draw(ax: Any) -> None:
+        for i, (b, (n, sp)) in enumerate(curves.items()):
+            (line,) = ax.plot(np.maximum(n, 0.8), sp, "o-", ms=2.5, lw=1.6, label=f"B = {b}")
+            if bound is not None:
+                bn, bs = bound.candidates.nodes, bound.speedup[i]
+                un = np.unique(bn)
+                ax.plot(np.maximum(un, 0.8), [bs[bn == k].max() for k in un], "--", lw=0.9,
+                        color=line.get_color())
+            if rec is not None:
+                c = rec.best[i]
+                ax.plot(max(c.nodes, 0.8), c.speedup, "o", ms=7, color=line.get_color())
+                ax.annotate(f"{c.nodes}", (max(c.nodes, 0.8), c.speedup), fontsize=8,
+                            textcoords="offset points", xytext=(4, 6), color=line.get_color())
+        if bound is not None:
+            ax.plot([], [], "--", lw=0.9, color="0.4",
+                    label="bound: best tree of any shape (no engine builds it)")
+        ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("drafted nodes per request N (N = 0 plotted at 0.8)")
+        ax.set_ylabel("speedup over plain decoding")
+        ax.set_title(f"{plan.model.name} on {plan.hardware.name}, TP {tp}, {d.name}\n"
+                     f"{plan.scenario.slug}: {acceptance_text(d)}; {engine_shapes_text(d)}",
+                     fontsize=9)
+        ax.legend(fontsize=8)
+    return _png(draw, size=(7.5, 4.6))
+
+
+def _section_speedup(plan: Plan, add: Callable[..., None]) -> None:
+    parts = [d for d in plan.drafters if d.speedup is not None]
+    bound = any(d.bound is not None for d in parts)
     add("p", "Speedup over plain decoding against drafted nodes per request, per batch size "
-        "(the article's figure), at the scenario's context, engine round time included; dots "
-        "mark the best size. Under light load large trees win; as the batch grows "
-        "verification passes the knee and the best size shrinks.")
-    for d in plan.drafters:
-        if d.speedup is None:
-            continue
-        name = f"speedup-{d.name}.png"
-        add("img", name, figure=lambda path, d=d: speedup_figure(
-            d.speedup, path, title=f"{plan.model.name} on {plan.hardware.name}, {d.name}, "
-            f"{plan.scenario.slug}"))
+        "(the article's figure), at the scenario's context, engine round time included, for "
+        "the candidates the recommendation weighs: what the engines build (chains for vLLM; "
+        "SGLang's EAGLE trees only with measured per-rank acceptance). Dots mark the "
+        "recommended setting of the next table. Under light load longer drafts win; as the "
+        "batch grows verification passes the knee and the best size shrinks."
+        + (" Dashed: the best tree of any shape (per-rank acceptance derived from the chain's "
+           "\u03b1 where none was measured), a bound no engine builds." if bound else ""))
+    for d in parts:
+        add("img", f"speedup-{d.name}.png", png=_speedup_png(plan, d))
 
 
 def recommendation_rows(plan: Plan) -> list[Row]:
@@ -230,8 +371,9 @@ def recommendation_rows(plan: Plan) -> list[Row]:
         row: Row = {"batch": c0.batch}
         for d in parts:
             c = d.recommendation.best[i]  # type: ignore[union-attr]
-            what = "none" if c.nodes == 0 else f"{c.shape} {c.nodes} (depth {c.depth})"
-            row[d.name] = f"{what}, x{c.speedup:.2f}" + ("" if c.fits else " (no fit)")
+            what = "none" if c.nodes == 0 else f"{c.shape} of {c.nodes}" + (
+                f" (depth {c.depth}, topk {c.max_width})" if c.shape == "tree" else "")
+            row[d.name] = f"{what}, {c.speedup:.2f}x" + ("" if c.fits else " (no fit)")
         rows.append(row)
     return rows
 
@@ -241,8 +383,9 @@ def _section_recommend(plan: Plan, add: Callable[..., None]) -> None:
     if not rows:
         add("p", "No drafter: nothing to recommend.")
         return
-    add("p", "The chain or tree with the highest speedup at each batch size (specsim "
-        "recommend), with its speedup over plain decoding, for every drafter.")
+    add("p", "The chain or tree an engine builds with the highest speedup at each batch size "
+        "(specsim recommend, on the smallest TP group that fits), with its speedup over plain "
+        "decoding at the same batch, for every drafter. Chains are draft tokens per request.")
     add("table", rows=rows, csv="recommend.csv")
 
 
@@ -256,14 +399,24 @@ def pareto_rows(plan: Plan) -> list[Row]:
             idx = np.nonzero(ok)
             us.append(t.tokens_per_s_per_user[idx])
             ts.append(t.throughput_per_gpu[idx])
-            labels += [(t.tp, int(t.batch[i]), int(t.candidates.nodes[k]))
+            labels += [(t.tp, int(t.batch[i]), _candidate_text(t.candidates, int(k)))
                        for i, k in zip(*idx, strict=True)]
         u, th = np.concatenate(us), np.concatenate(ts)
         for j in pareto_front(u, th):
-            tp, b, n = labels[j]
-            rows.append({"drafter": d.name, "tokens_per_s_per_user": float(u[j]),
-                         "throughput_per_gpu": float(th[j]), "tp": tp, "batch": b, "nodes": n})
+            tp, b, what = labels[j]
+            rows.append({"drafter": d.name, "tokens/s per user": float(u[j]),
+                         "tokens/s per GPU": float(th[j]), "TP": tp, "batch": b,
+                         "speculation": what})
     return rows
+
+
+def _candidate_text(c: Any, k: int) -> str:
+    n = int(c.nodes[k])
+    if n == 0:
+        return "none"
+    if c.shape[k] == "chain":
+        return f"chain of {n}"
+    return f"tree of {n} (depth {int(c.depth[k])}, topk {int(c.max_width[k])})"
 
 
 def _section_pareto(plan: Plan, add: Callable[..., None]) -> None:
@@ -273,44 +426,48 @@ def _section_pareto(plan: Plan, add: Callable[..., None]) -> None:
         for name in dict.fromkeys(r["drafter"] for r in rows):
             pts = [r for r in rows if r["drafter"] == name]
             style = "k--" if name == "none" else "-"
-            ax.plot([r["tokens_per_s_per_user"] for r in pts],
-                    [r["throughput_per_gpu"] for r in pts], style, marker=".",
+            ax.plot([r["tokens/s per user"] for r in pts],
+                    [r["tokens/s per GPU"] for r in pts], style, marker=".",
                     label="plain decoding" if name == "none" else name)
         ax.axvline(plan.min_tokens_per_s_per_user, color="tab:red", lw=1, ls=":",
-                   label="SLO")
+                   label=f"SLO {plan.min_tokens_per_s_per_user:g} tokens/s per user")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("output tokens/s per user")
         ax.set_ylabel("output tokens/s per GPU")
         ax.legend(fontsize=8)
     add("p", "The Pareto frontier of the serving model over batch size, TP degree and "
-        "speculation setting (chunked prefill included): the most throughput per GPU at each "
-        "speed per user, with each drafter and with plain decoding (dashed).")
+        "engine-buildable speculation setting (chunked prefill included): the most output "
+        "tokens/s per GPU at each speed per user, with each drafter and with plain decoding "
+        "(dashed). Settings right of the SLO line meet it.")
     add("img", "pareto.png", png=_png(draw))
     add("table", rows=rows, csv="pareto.csv")
 
 
-def _setting_row(label: str, s: Setting | None, target: float | None) -> Row:
+def _setting_row(plan: Plan, label: str, s: Setting | None, target: float | None) -> Row:
     if s is None:
         return {"option": label, "setting": "no setting meets the SLO"}
-    what = "no speculation" if s.nodes == 0 else \
-        f"{s.drafter}: {s.shape} of {s.nodes} nodes, depth {s.depth}"
-    return {"option": label, "setting": what, "tp": s.tp, "batch": s.batch,
-            "tau": s.tau, "tokens_per_s_per_user": s.tokens_per_s_per_user,
-            "throughput_per_gpu": s.throughput_per_gpu, "ttft_ms": s.ttft_s * 1e3,
-            "ttft_p90_ms": s.ttft_p90_s * 1e3,
-            "gpus_for_target": s.gpus_for(target) if target else "-",
+    what = "no speculation" if s.nodes == 0 else f"{s.drafter}: {_setting_text(s)}"
+    return {"option": label, "setting": what,
+            "engines": ", ".join(setting_engines(plan, s)) or "-", "TP": s.tp,
+            "batch": s.batch, "tau (tokens/round)": s.tau,
+            "tokens/s per user": s.tokens_per_s_per_user,
+            "tokens/s per GPU": s.throughput_per_gpu, "TPOT (ms)": s.round_s / s.tau * 1e3,
+            "TTFT median (ms)": s.ttft_s * 1e3, "TTFT p90 (ms)": s.ttft_p90_s * 1e3,
+            "GPUs for target": s.gpus_for(target) if target else "-",
             "replicas": s.gpus_for(target) // s.tp if target else "-"}
 
 
 def _section_slo(plan: Plan, add: Callable[..., None]) -> None:
     slo, target = plan.min_tokens_per_s_per_user, plan.target_tokens_per_s
-    add("p", f"SLO: at least {slo:g} output tokens/s per user"
-        + (f"; target: {target:,.0f} output tokens/s in total." if target else
-           "; no --target-throughput given, so the setting with the most throughput per GPU "
-           "is shown (GPU count: give --target-throughput)."))
-    rows = [_setting_row("with speculation", plan.best, target),
-            _setting_row("plain decoding", plan.best_plain, target)]
+    add("p", f"SLO: every user sees at least {slo:g} output tokens/s (time per output token "
+        f"TPOT at most {1e3 / slo:,.0f} ms)" if slo > 0 else "SLO: none")
+    add("p", (f"Target: {target:,.0f} output tokens/s in total; the setting shown needs the "
+              "fewest GPUs for it (TP x replicas)." if target else
+              "No --target-throughput given, so the setting with the most throughput per GPU "
+              "is shown (GPU count: give --target-throughput)."))
+    rows = [_setting_row(plan, "with speculation", plan.best, target),
+            _setting_row(plan, "plain decoding", plan.best_plain, target)]
     keys = list(dict.fromkeys(k for r in rows for k in r))
     add("table", rows=[{k: r.get(k, "") for k in keys} for r in rows], csv="slo.csv")
     if plan.best is None and plan.best_plain is None:
@@ -347,17 +504,24 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
     add("p", f"Simulated with {plan.policy_drafter}'s acceptance (per-request confidences "
         "drawn with a fixed seed) over a load sweep on the smallest TP group that fits: fixed "
         "draft lengths, DSpark's allocation of draft lengths across the batch, and a "
-        "goodput-driven policy that turns speculation down under load (TurboSpec). "
+        "goodput-driven policy that turns speculation down under load (TurboSpec); the fixed "
+        "64-node tree is the article's tree of any shape, a bound rather than an engine "
+        "setting. "
         + ("Fixed speculation makes the busy server slower than none: " + "; ".join(slower)
-           + "." if slower else "No fixed setting falls below plain decoding in this sweep."))
+           + "." if slower else "No fixed setting falls below plain decoding in this sweep.")
+        + " The table gives throughput as a multiple of plain decoding at the same load "
+        "(x plain; below 1 is slower than none) and the mean draft length the adaptive "
+        "policies choose.")
     add("img", "policies.png", png=_png(draw))
     rows = []
     for i, b in enumerate(sw.batch):
         row: Row = {"batch": int(b)}
         for j, name in enumerate(sw.policies):
-            row[f"{name} x"] = float(rel[j, i])
+            if name == "none":
+                continue
+            row[f"{name} (x plain)"] = float(rel[j, i])
             if name in ("DSpark allocation", "goodput (TurboSpec)"):
-                row[f"{name} draft"] = float(sw.mean_draft[j, i])
+                row[f"{name}: mean draft (tokens)"] = float(sw.mean_draft[j, i])
         rows.append(row)
     add("table", rows=rows, csv="policies.csv")
 
@@ -404,41 +568,53 @@ def _section_commands(plan: Plan, add: Callable[..., None]) -> None:
         add("code", text)
 
 
-def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
+@functools.cache
+def _validate_rows() -> tuple[Row, ...]:
     from specsim.measurement.published import load_published
     from specsim.measurement.validate import validate
 
+    results = [v for v in validate(load_published()) if v.error is not None]
+    errors = np.abs([float(v.error) for v in results]) * 100  # type: ignore[arg-type]
+    by_group: dict[str, list[float]] = {}
+    for v, e in zip(results, errors, strict=True):
+        by_group.setdefault(v.group, []).append(float(e))
+    rows: list[Row] = [{"group": "all", "rows": len(errors),
+                        "median abs error (%)": float(np.median(errors))}]
+    rows += [{"group": g, "rows": len(e), "median abs error (%)": float(np.median(e))}
+             for g, e in sorted(by_group.items())]
+    return tuple(rows)
+
+
+def validate_rows() -> list[Row]:
+    """`specsim validate`'s held-out error per group, all rows first (computed once)."""
+    return [dict(r) for r in _validate_rows()]
+
+
+def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
     sc = plan.scenario
     rows: list[Row] = [
         {"assumption": "prompt tokens", "value": f"median {sc.prompt.median:g}, p90 "
-         f"{sc.prompt.p90:g}", "source": sc.prompt.source},
+         f"{sc.prompt.p90:g}", "source": _relative(sc.prompt.source)},
         {"assumption": "output tokens", "value": f"median {sc.output.median:g}, p90 "
-         f"{sc.output.p90:g}", "source": sc.output.source},
+         f"{sc.output.p90:g}", "source": _relative(sc.output.source)},
     ]
     for d in plan.drafters:
         if d.profile is not None:
             rows.append({"assumption": f"acceptance of {d.name}",
-                         "value": ", ".join(f"{a:.2f}" for a in d.profile.position_alphas[:4]),
-                         "source": d.profile.source})
+                         "value": acceptance_text(d),
+                         "source": _relative(d.profile.source)})
     rows += [
         {"assumption": "memory", "value": "90% of HBM usable, 8,192-token workspace",
          "source": "vLLM defaults (gpu_memory_utilization, max_num_batched_tokens)"},
         {"assumption": "chunked prefill", "value": "prompts ride in the round's pass",
          "source": "steady state: B tau / L_out prompts arrive per round"},
         {"assumption": "engine", "value": plan.engine, "source": "engines/ (specsim engines)"},
-        {"assumption": "hardware", "value": plan.hardware.name,
-         "source": next(iter(plan.hardware.sources.values()), "")},
+        {"assumption": "hardware", "value": f"{plan.hardware.name} ({plan.hardware.slug}, "
+         f"{_profile_kind(plan.hardware)})",
+         "source": _relative(next(iter(plan.hardware.sources.values()), ""))},
     ]
     add("table", rows=rows, csv="assumptions.csv")
-    results = [v for v in validate(load_published()) if v.error is not None]
-    errors = np.abs([float(v.error) for v in results]) * 100  # type: ignore[arg-type]
-    by_group: dict[str, list[float]] = {}
-    for v, e in zip(results, errors, strict=True):
-        by_group.setdefault(v.group, []).append(float(e))
-    err_rows: list[Row] = [{"group": "all", "rows": len(errors),
-                            "median_abs_error_pct": float(np.median(errors))}]
-    err_rows += [{"group": g, "rows": len(e), "median_abs_error_pct": float(np.median(e))}
-                 for g, e in sorted(by_group.items())]
+    err_rows = validate_rows()
     add("p", "Measured error of the round-time model: `specsim validate` against published "
         "speedups, engine terms fitted on the other sources (held out):")
     add("table", rows=err_rows, csv="validate.csv")
@@ -459,30 +635,66 @@ def _calibrated() -> list[tuple[str, Any]]:
     return [(p.stem, load_hardware(str(p))) for p in sorted(folder.glob("*.yaml"))]
 
 
-def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
+def answer_text(plan: Plan) -> str:
+    """The answer in words: setting, TP, batch, throughput, the SLO and target and what they
+    mean, and plain decoding at the same SLO."""
     b, p = plan.best, plan.best_plain
-    slo = plan.min_tokens_per_s_per_user
+    slo, target = plan.min_tokens_per_s_per_user, plan.target_tokens_per_s
+    slo_text = (f"The SLO: every user sees at least {slo:g} output tokens/s, i.e. at most "
+                f"{1e3 / slo:,.0f} ms per output token (--min-tokens-per-s-per-user)"
+                if slo > 0 else "No per-user SLO")
+    goal = (f"the target: {target:,.0f} output tokens/s across all users "
+            "(--target-throughput); the setting is the one that needs the fewest GPUs for it"
+            if target else "no target throughput given, so the setting is the one with the "
+            "most output tokens/s per GPU (--target-throughput gives a GPU count)")
     if b is None and p is None:
-        add("p", f"No setting reaches {slo:g} tokens/s per user on {plan.hardware.name}; see "
-            "the SLO section for the closest one.")
-        return
+        return (f"No setting reaches {slo:g} tokens/s per user on {plan.hardware.name}; see "
+                f"the SLO section for the closest one. {slo_text}.")
     s = b or p
     assert s is not None
+    engines = setting_engines(plan, s)
     text = (f"Serve {plan.model.name} on {plan.hardware.name} for {plan.scenario.name} with "
-            + ("no speculation" if s.nodes == 0 else
-               f"{s.drafter} ({s.shape} of {s.nodes} drafted nodes)")
-            + f" at TP {s.tp}, batch {s.batch}: {s.throughput_per_gpu:,.0f} output tokens/s "
-            f"per GPU at {s.tokens_per_s_per_user:,.0f} tokens/s per user (SLO {slo:g}).")
+            + ("no speculation" if s.nodes == 0 else f"{s.drafter}, {_setting_text(s)}"
+               + (f" (runs on {' and '.join(engines)})" if engines else
+                  " (no engine runs this drafter: specsim's model only)"))
+            + f", at TP {s.tp} with up to {s.batch:,} concurrent requests per replica: "
+            f"{s.throughput_per_gpu:,.0f} output tokens/s per GPU, each user seeing "
+            f"{s.tokens_per_s_per_user:,.0f} tokens/s (time to first token "
+            f"{s.ttft_s * 1e3:,.0f} ms at the median prompt). {slo_text}; {goal}.")
+    if target:
+        text += (f" For {target:,.0f} tokens/s: {s.gpus_for(target)} GPUs "
+                 f"({s.gpus_for(target) // s.tp} replicas of TP {s.tp}).")
     if p is not None and s.nodes:
-        text += (f" Plain decoding at the same SLO: {p.throughput_per_gpu:,.0f} tokens/s per "
-                 f"GPU ({s.throughput_per_gpu / p.throughput_per_gpu:.2f}x from speculation).")
+        gain = s.throughput_per_gpu / p.throughput_per_gpu
+        text += (f" Plain decoding at the same SLO: TP {p.tp}, batch {p.batch:,}, "
+                 f"{p.throughput_per_gpu:,.0f} tokens/s per GPU at "
+                 f"{p.tokens_per_s_per_user:,.0f} tokens/s per user"
+                 + (f", {p.gpus_for(target)} GPUs" if target else "")
+                 + f": speculation gives {gain:.2f}x the throughput per GPU.")
+        error = float(validate_rows()[0]["median abs error (%)"])
+        if abs(gain - 1.0) * 100 < error:
+            text += (f" That gain is within the model's measured error ({error:.1f}% median, "
+                     "last section): at this load speculation hardly pays.")
     elif p is None and s.nodes:
         text += " Plain decoding cannot meet this SLO."
-    if plan.target_tokens_per_s:
-        target = plan.target_tokens_per_s
-        text += (f" For {target:,.0f} tokens/s: {s.gpus_for(target)} GPUs"
-                 + (f" (plain decoding: {p.gpus_for(target)})" if p is not None else "") + ".")
-    add("p", text)
+    return text
+
+
+def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
+    add("p", answer_text(plan))
+    s = plan.best or plan.best_plain
+    if s is None:
+        return
+    commands = setting_commands(plan, s)
+    if commands:
+        add("p", "Run it (each command starts one replica; "
+            + ("start several and balance across them; " if plan.target_tokens_per_s else "")
+            + "the engine settings for other loads are under Engine commands):")
+        add("code", "\n".join(f"# {c.engine} {c.version}\n{c.command}" for c in commands))
+    elif s.nodes == 0:
+        add("p", "Run it: start the engine without speculative flags"
+            + (f", --tensor-parallel-size {s.tp} (vLLM) / --tp {s.tp} (SGLang)."
+               if s.tp > 1 else "."))
 
 
 SECTION_BUILDERS = (_section_answer, _section_tn, _section_memory, _section_speedup,

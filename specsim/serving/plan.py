@@ -3,6 +3,9 @@
 `make_plan` loads the specs, runs the serving model for each drafter at each TP degree, picks
 the setting that meets the per-user SLO with the fewest GPUs (and the plain-decoding answer to
 compare), recommends a chain or tree per batch size, and simulates the batch-level policies.
+The serving model considers only what an engine builds (`engine_candidates`: the candidates
+`specsim recommend` weighs: chains for vLLM, SGLang's trees or block), so every setting the plan
+names has a command (`setting_commands`); the best tree of any shape is kept as a bound only.
 Rendering lives in `specsim.present.report`.
 """
 
@@ -29,24 +32,40 @@ from specsim.serving.capacity import (
 from specsim.serving.policies import PolicySweep, simulate_policies
 from specsim.serving.scenarios import Scenario, load_scenario
 from specsim.specs.drafters import Drafter, load_drafter
+from specsim.specs.engine_args import engine_args
 from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.io import builtin_names
 from specsim.specs.models import Model, load_model
 from specsim.speculation.acceptance import AcceptanceProfile
-from specsim.speculation.recommend import Recommendation, recommend
+from specsim.speculation.recommend import (
+    Choice,
+    EngineCommand,
+    Recommendation,
+    _depth_limit,
+    engine_commands,
+    recommend,
+    sglang_algorithm,
+    sglang_candidates,
+)
 from specsim.speculation.speedup import (
+    AUTOREGRESSIVE_DEPTHS,
     Candidates,
     Setup,
     SpeedupTable,
-    candidates_for,
+    chain_candidates,
     speedup_sweep,
+    speedup_table,
 )
 
 MAX_NODES = 64
+# Batch sizes of the recommendation table and of the speedup figure (the same, so the figure's
+# dots are the table's settings).
 RECOMMEND_BATCH = (1, 4, 16, 64, 256)
-SPEEDUP_BATCH = (1, 8, 32, 128)
-SPEEDUP_NODES = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+# The engines' cap on concurrent requests per replica (vLLM's default is 256).
+BATCH_FLAGS = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests"}
+# Largest tree of any shape drawn as the bound in the speedup figure, nodes.
+BOUND_MAX_NODES = 256
 # Per-user speed SLO when none is given: a fast reader, tokens/s (a stated default).
 DEFAULT_MIN_TOKENS_PER_S_PER_USER = 30.0
 Progress = Callable[[str], None]
@@ -67,6 +86,12 @@ class DrafterPlan:
     speedup: SpeedupTable | None
     recommendation: Recommendation | None
     setup: Setup | None = None
+    bound: SpeedupTable | None = None
+
+    @property
+    def uses_trees(self) -> bool:
+        """Whether the engine candidates include trees (measured per-rank acceptance)."""
+        return self.profile is not None and _trees_allowed(self.profile)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,8 +130,54 @@ def default_drafters(model: Model) -> list[str]:
     return names
 
 
-def _candidates(drafter: Drafter, profile: AcceptanceProfile) -> Candidates:
-    return candidates_for(drafter, profile, shape="auto", max_nodes=MAX_NODES)
+def _trees_allowed(profile: AcceptanceProfile) -> bool:
+    """recommend's `auto` rule: trees only from measured per-rank acceptance."""
+    return bool(profile.rank_acceptance) and not profile.ranks_from_chain
+
+
+def _join(parts: list[Candidates]) -> Candidates:
+    return Candidates(nodes=np.concatenate([p.nodes for p in parts]),
+                      depth=np.concatenate([p.depth for p in parts]),
+                      tau=np.concatenate([p.tau for p in parts]),
+                      max_width=np.concatenate([p.max_width for p in parts]),
+                      shape=tuple(s for p in parts for s in p.shape))
+
+
+def _block_only(drafter: Drafter | None) -> bool:
+    """SGLang runs this drafter's algorithm with one fixed block (DFLASH, DSPARK)."""
+    algorithm = sglang_algorithm(drafter)
+    return algorithm is not None and not engine_args("sglang").rules["algorithms"][
+        algorithm]["tree"]
+
+
+def engine_candidates(setup: Setup, profile: AcceptanceProfile,
+                      max_nodes: int = MAX_NODES) -> Candidates:
+    """The chains and trees `recommend` weighs for the engines: chains up to its depth limit
+    (vLLM; SGLang with topk 1), SGLang's fixed block for block drafters, and SGLang's EAGLE
+    trees when the per-rank acceptance is measured. A drafter no engine runs gets chains
+    (specsim's model, as recommend does)."""
+    depth = _depth_limit(setup, profile, max_nodes, None, [])
+    chains = chain_candidates(profile, depth)
+    drafter = setup.drafter
+    runs_vllm = drafter is not None and drafter.kind.vllm_method is not None
+    if _block_only(drafter) and not runs_vllm:
+        keep = (chains.nodes == 0) | (chains.nodes == depth)
+        return Candidates(nodes=chains.nodes[keep], depth=chains.depth[keep],
+                          tau=chains.tau[keep], max_width=chains.max_width[keep],
+                          shape=tuple(np.asarray(chains.shape)[keep].tolist()))
+    if sglang_algorithm(drafter) is None or _block_only(drafter) \
+            or not _trees_allowed(profile):
+        return chains
+    steps = min(depth, max(AUTOREGRESSIVE_DEPTHS))
+    return _join([chains, sglang_candidates(profile, max_nodes, steps)])
+
+
+def _bound(setup: Setup, profile: AcceptanceProfile) -> SpeedupTable | None:
+    """Best trees of any shape (the unconstrained bound), None for chain-only profiles."""
+    if not profile.rank_acceptance:
+        return None
+    nodes = np.arange(BOUND_MAX_NODES + 1)
+    return speedup_sweep(setup, profile, RECOMMEND_BATCH, nodes, shape="tree")
 
 
 def _drafter_plan(base: Setup, scenario: Scenario, name: str, tps: tuple[int, ...],
@@ -114,7 +185,7 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, tps: tuple[int, ..
     drafter = load_drafter(name, target=base.target)
     profile = scenario.profile_for(drafter)
     setup = dataclasses.replace(base, drafter=drafter, context=scenario.decode_context_tokens)
-    cands = _candidates(drafter, profile)
+    cands = engine_candidates(setup, profile)
     tables = []
     for tp in tps:
         progress(f"  {name}: serving model at TP {tp} ({cands.nodes.size} candidates x "
@@ -122,10 +193,10 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, tps: tuple[int, ..
         tables.append(serving_table(setup, scenario, cands, tp=tp))
     tp = next((t.tp for t in tables if t.weights_fit), tps[0])
     one = dataclasses.replace(setup, tp=tp)
-    sweep = speedup_sweep(one, profile, SPEEDUP_BATCH, SPEEDUP_NODES, shape="auto")
+    sweep = speedup_table(one, RECOMMEND_BATCH, cands)
     rec = recommend(one, profile, RECOMMEND_BATCH, max_nodes=MAX_NODES, shape="auto")
     return DrafterPlan(name=name, drafter=drafter, profile=profile, tables=tables,
-                       speedup=sweep, recommendation=rec, setup=one)
+                       speedup=sweep, recommendation=rec, setup=one, bound=_bound(one, profile))
 
 
 def _plain_plan(base: Setup, scenario: Scenario, tps: tuple[int, ...]) -> DrafterPlan:
@@ -201,3 +272,42 @@ def memory_by_context(plan: Plan, contexts: tuple[float, ...]) -> list[dict[str,
                          "cache_per_request_gb": m.per_request_bytes / 1e9,
                          "max_concurrency": m.max_requests})
     return rows
+
+
+def setting_engines(plan: Plan, s: Setting) -> list[str]:
+    """The engines that build a setting: "vLLM" for chains of a vLLM method, "SGLang" for
+    what its algorithm builds; empty for plain decoding or a drafter no engine runs."""
+    part = next((d for d in plan.drafters if d.name == s.drafter), None)
+    if s.nodes == 0 or part is None or part.drafter is None or part.profile is None:
+        return []
+    drafter = part.drafter
+    engines = []
+    if s.shape == "chain" and drafter.kind.vllm_method is not None:
+        engines.append("vLLM")
+    if sglang_algorithm(drafter) is not None:
+        block = _depth_limit(dataclasses.replace(plan.setup, drafter=drafter), part.profile,
+                             MAX_NODES, None, [])
+        if not _block_only(drafter) or s.nodes == block:
+            engines.append("SGLang")
+    return engines
+
+
+def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
+    """Commands that start a server with exactly this setting (its TP, its draft length or
+    tree), from recommend's `engine_commands`; only the engines that build it."""
+    engines = setting_engines(plan, s)
+    part = next((d for d in plan.drafters if d.name == s.drafter), None)
+    if not engines or part is None or part.setup is None:
+        return []
+    choice = Choice(batch=s.batch, shape=s.shape, nodes=s.nodes, depth=s.depth,
+                    max_width=s.max_width, tau=s.tau, round_s=s.round_s,
+                    speedup=float("nan"), tokens_per_s_per_user=s.tokens_per_s_per_user,
+                    throughput=s.throughput_per_gpu * s.tp, fits=True)
+    chains = [choice] if "vLLM" in engines else []
+    rec = Recommendation(best=[choice], best_chain=chains, schedule_chain=chains,
+                         objective="throughput",
+                         sglang=[choice] if "SGLang" in engines else None)
+    setup = dataclasses.replace(part.setup, tp=s.tp)
+    wanted = {e.lower() for e in engines}
+    return [dataclasses.replace(c, command=f"{c.command} {BATCH_FLAGS[c.engine]} {s.batch}")
+            for c in engine_commands(rec, setup) if c.engine in wanted and c.command is not None]
