@@ -1,6 +1,8 @@
 """T(n): the time of a forward pass, op by op, on one GPU (a tensor-parallel shard).
 
 Each op takes t = max(bytes / bandwidth, flops / peak_flops) (plus a floor once calibrated);
+attention over a K/V cache takes the tiled kernel model (`attention_time`) instead where the
+profile holds its fitted terms (`efficiency.attention.decode` / `.prefill`);
 the pass takes the sum over ops and layers plus a per-pass overhead. On a datasheet profile
 this is the idealized curve of the article: flat while weight reads dominate, linear once the
 tokens in the pass exceed the ops:byte ratio. Weight GEMMs go through `gemm_model`, which a
@@ -10,13 +12,15 @@ calibrated profile bends to the measured curve.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
+from specsim.forward.attention_time import attention_kernel_time_s
 from specsim.forward.gemm import gemm_time_s
-from specsim.forward.ops import Op, pass_work
+from specsim.forward.ops import AttentionKernel, Op, pass_work
 from specsim.forward.shapes import (
     BoolArray,
     FloatArray,
@@ -26,7 +30,7 @@ from specsim.forward.shapes import (
     uniform_passes,
 )
 from specsim.specs.dtypes import Precision
-from specsim.specs.hardware import Hardware
+from specsim.specs.hardware import AttentionKernels, Hardware
 from specsim.specs.models import Model
 
 
@@ -119,6 +123,12 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
         return OpCost(op=op, time_s=collective_time_s(op.bytes_, hw, tp),
                       bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
                       flops_per_s=peak)
+    kernels = eff.attention_kernels
+    if op.kernel is not None and kernels is not None and hw.sm_count >= 1:
+        return OpCost(op=op, time_s=tiled_attention_time_s(op.kernel, kernels, bw, peak,
+                                                           hw.sm_count),
+                      bandwidth_bytes_per_s=bw * kernels.decode.bandwidth,
+                      flops_per_s=peak * kernels.decode.flops)
     roof = eff.attention if op.op_class == "attention" else eff.memory
     bytes_ = op.bytes_
     memory_s = bytes_ / (bw * roof.bandwidth)
@@ -128,6 +138,27 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
         time = time + roof.floor_s * (bytes_ + op.flops > 0)
     return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * roof.bandwidth,
                   flops_per_s=peak * roof.flops)
+
+
+def tiled_attention_time_s(kernel: AttentionKernel, kernels: AttentionKernels,
+                           bandwidth_bytes_per_s: float, flops_per_s: float, sm_count: int
+                           ) -> FloatArray:
+    """Seconds of one layer's attention by the tiled model, (S,): per group of identical
+    requests one kernel (decode terms where each request scores one token, the prefill
+    kernel's causal terms where it scores several), summed over the groups."""
+    s = kernel.shape
+    common: dict[str, Any] = {"q_heads": kernel.q_heads, "kv_heads": kernel.kv_heads,
+              "head_dim": kernel.head_dim, "bandwidth_bytes_per_s": bandwidth_bytes_per_s,
+              "flops_per_s": flops_per_s, "sm_count": sm_count,
+              "act_bytes": kernel.kv_elem_bytes}
+    context = np.minimum(s.contexts, kernel.window)
+    decode = attention_kernel_time_s(s.counts, context, 1.0, causal=False, eff=kernels.decode,
+                                     **common)
+    prefill = attention_kernel_time_s(s.counts, context, np.maximum(s.queries, 1.0),
+                                      causal=True, eff=kernels.prefill, **common)
+    per_group = np.where(s.queries > 1.0, prefill, decode)
+    active = (s.counts > 0.0) & (s.queries > 0.0)
+    return np.asarray(np.where(active, per_group, 0.0).sum(axis=1), dtype=np.float64)
 
 
 def pass_cost(model: Model, hw: Hardware, shape: PassShape, *, tp: int = 1,
