@@ -2,7 +2,8 @@
 
 Each op takes t = max(bytes / bandwidth, flops / peak_flops) (plus a floor once calibrated);
 attention over a K/V cache takes the tiled kernel model (`attention_time`) instead where the
-profile holds its fitted terms (`efficiency.attention.decode` / `.prefill`);
+profile holds its fitted terms (`efficiency.attention.decode` / `.prefill`), for decode and
+prefill chunks of >= 64 tokens (what was measured; verification of fewer keeps the roofline);
 the pass takes the sum over ops and layers plus a per-pass overhead. On a datasheet profile
 this is the idealized curve of the article: flat while weight reads dominate, linear once the
 tokens in the pass exceed the ops:byte ratio. Weight GEMMs go through `gemm_model`, which a
@@ -123,12 +124,6 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
         return OpCost(op=op, time_s=collective_time_s(op.bytes_, hw, tp),
                       bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
                       flops_per_s=peak)
-    kernels = eff.attention_kernels
-    if op.kernel is not None and kernels is not None and hw.sm_count >= 1:
-        return OpCost(op=op, time_s=tiled_attention_time_s(op.kernel, kernels, bw, peak,
-                                                           hw.sm_count),
-                      bandwidth_bytes_per_s=bw * kernels.decode.bandwidth,
-                      flops_per_s=peak * kernels.decode.flops)
     roof = eff.attention if op.op_class == "attention" else eff.memory
     bytes_ = op.bytes_
     memory_s = bytes_ / (bw * roof.bandwidth)
@@ -136,16 +131,28 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
     time = np.maximum(memory_s, compute_s)
     if roof.floor_s:
         time = time + roof.floor_s * (bytes_ + op.flops > 0)
+    kernels = eff.attention_kernels
+    if op.kernel is not None and kernels is not None and hw.sm_count >= 1:
+        tiled, covered = tiled_attention_time_s(op.kernel, kernels, bw, peak, hw.sm_count)
+        time = np.where(covered, tiled, time)
     return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * roof.bandwidth,
                   flops_per_s=peak * roof.flops)
 
 
+# Fewest queries per request the prefill kernel's terms are used for: one full query tile,
+# the smallest prefill chunk of the measured table (Vidur's A100 attention: 64 to 4,096).
+MIN_PREFILL_QUERIES = 64.0
+
+
 def tiled_attention_time_s(kernel: AttentionKernel, kernels: AttentionKernels,
                            bandwidth_bytes_per_s: float, flops_per_s: float, sm_count: int
-                           ) -> FloatArray:
+                           ) -> tuple[FloatArray, BoolArray]:
     """Seconds of one layer's attention by the tiled model, (S,): per group of identical
     requests one kernel (decode terms where each request scores one token, the prefill
-    kernel's causal terms where it scores several), summed over the groups."""
+    kernel's causal terms where it scores a prefill chunk), summed over the groups; and
+    where the model covers every group of the pass, (S,). Verification of 2-63 tokens per
+    request was not measured (the prefill table starts at 64 queries of one request): those
+    passes keep the roofline."""
     s = kernel.shape
     common: dict[str, Any] = {"q_heads": kernel.q_heads, "kv_heads": kernel.kv_heads,
               "head_dim": kernel.head_dim, "bandwidth_bytes_per_s": bandwidth_bytes_per_s,
@@ -158,7 +165,10 @@ def tiled_attention_time_s(kernel: AttentionKernel, kernels: AttentionKernels,
                                       causal=True, eff=kernels.prefill, **common)
     per_group = np.where(s.queries > 1.0, prefill, decode)
     active = (s.counts > 0.0) & (s.queries > 0.0)
-    return np.asarray(np.where(active, per_group, 0.0).sum(axis=1), dtype=np.float64)
+    measured = (s.queries == 1.0) | (s.queries >= MIN_PREFILL_QUERIES)
+    covered = np.all(measured | ~active, axis=1)
+    time = np.where(active, per_group, 0.0).sum(axis=1)
+    return np.asarray(time, dtype=np.float64), np.asarray(covered)
 
 
 def pass_cost(model: Model, hw: Hardware, shape: PassShape, *, tp: int = 1,
