@@ -145,8 +145,12 @@ def calibrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit effective bandwidth, flops and overheads to measured kernels; write the profile."""
+    from specsim.measurement.calibrate import (
+        attention_kernel_sources,
+        calibrated_yaml,
+        holdout_summary,
+    )
     from specsim.measurement.calibrate import calibrate as fit
-    from specsim.measurement.calibrate import calibrated_yaml, holdout_summary
     from specsim.measurement.tables import measured_hardware, read_measurements
     from specsim.specs.hardware import load_hardware
     from specsim.specs.io import PLOT_SUFFIXES, check_writable, read_yaml, write_yaml
@@ -178,7 +182,14 @@ def calibrate(
         if fmt == "vidur" else f"profile {profile_path}"
     source = (f"specsim calibrate on {data}: {len(points)} points, {split_rule}; "
               f"held-out MAPE: {summary}")
-    document = calibrated_yaml(read_yaml(Path(hw.path)), result, source=source)
+    if result.hardware.efficiency.attention_kernels is None:
+        source += ("; attention NOT calibrated (no attention kernels measured, or too few): "
+                   "attention takes the roofline with the fractions above"
+                   if "attention" in held else
+                   "; attention NOT calibrated (no attention kernels measured): it takes the "
+                   "idealized datasheet roofline")
+    document = calibrated_yaml(read_yaml(Path(hw.path)), result, source=source,
+                               kernel_sources=attention_kernel_sources(result, data, train))
     if predictions is not None:
         _write_csv(_prediction_rows(result.points), predictions)
     if plot is not None:

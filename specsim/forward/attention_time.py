@@ -25,14 +25,14 @@ Fitted on measured kernels by `specsim.measurement.attention_fit`.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
 from specsim.forward.gemm import FloatArray
+from specsim.specs.hardware import AttentionKernelEfficiency
+
+__all__ = ["AttentionKernelEfficiency", "attention_kernel_time_s", "flash_splits"]
 
 # FlashAttention 2, split-KV forward kernel for head dim <= 128 (flash_fwd_launch_template.h).
 BLOCK_M = 64
@@ -42,42 +42,8 @@ BLOCK_N = 128
 SPLIT_FILL = 0.8
 SPLIT_TOLERANCE = 0.85
 MAX_SPLITS = 128
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AttentionKernelEfficiency:
-    """Fitted terms of the tiled attention-time model (defaults: ideal, no overheads).
-
-    Attributes:
-        bandwidth: share of the datasheet HBM bandwidth all SMs together reach, (0, 1].
-        flops: share of the datasheet peak flops, (0, 1].
-        sm_bandwidth: bandwidth one SM reaches alone, in units of (datasheet bandwidth /
-            sm_count), >= 1 (inf: an SM alone can use the whole bandwidth).
-        floor_s: fixed time of the kernel (launch, tail), s.
-        cta_s: fixed time per CTA in a wave (prologue: load Q, epilogue: write O), s.
-        combine_s: time of the split-KV path's combine kernel, s.
-        causal_skip: share of the fully masked key blocks a causal kernel skips, [0, 1].
-    """
-
-    bandwidth: float = 1.0
-    flops: float = 1.0
-    sm_bandwidth: float = math.inf
-    floor_s: float = 0.0
-    cta_s: float = 0.0
-    combine_s: float = 0.0
-    causal_skip: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("bandwidth", "flops"):
-            if not 0.0 < getattr(self, name) <= 1.0:
-                raise SpecError(f"field '{name}' must be in (0, 1], got {getattr(self, name)!r}")
-        if not self.sm_bandwidth >= 1.0:
-            raise SpecError(f"field 'sm_bandwidth' must be >= 1, got {self.sm_bandwidth!r}")
-        for name in ("floor_s", "cta_s", "combine_s"):
-            if not getattr(self, name) >= 0.0:
-                raise SpecError(f"field '{name}' must be >= 0, got {getattr(self, name)!r}")
-        if not 0.0 <= self.causal_skip <= 1.0:
-            raise SpecError(f"field 'causal_skip' must be in [0, 1], got {self.causal_skip!r}")
+# No fitted terms: the datasheet's bandwidth and flops, no overheads.
+IDEAL = AttentionKernelEfficiency()
 
 
 def flash_splits(ctas: ArrayLike, key_blocks: ArrayLike, sm_count: int) -> FloatArray:
@@ -113,7 +79,7 @@ def attention_kernel_time_s(
     batch: ArrayLike, context: ArrayLike, queries: ArrayLike, *, q_heads: float,
     kv_heads: float, head_dim: float, causal: ArrayLike, bandwidth_bytes_per_s: float,
     flops_per_s: float, sm_count: int, act_bytes: float = 2.0,
-    eff: AttentionKernelEfficiency = AttentionKernelEfficiency(),
+    eff: AttentionKernelEfficiency = IDEAL,
 ) -> FloatArray:
     """Time of attention kernels: `batch` sequences, each `queries` new tokens over `context`
     cached ones (causal among the new tokens where `causal`), on one GPU.

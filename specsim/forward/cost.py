@@ -1,6 +1,9 @@
 """T(n): the time of a forward pass, op by op, on one GPU (a tensor-parallel shard).
 
 Each op takes t = max(bytes / bandwidth, flops / peak_flops) (plus a floor once calibrated);
+attention over a K/V cache takes the tiled kernel model (`attention_time`) instead where the
+profile holds its fitted terms (`efficiency.attention.decode` / `.prefill`), for decode and
+prefill chunks of >= 64 tokens (what was measured; verification of fewer keeps the roofline);
 the pass takes the sum over ops and layers plus a per-pass overhead. On a datasheet profile
 this is the idealized curve of the article: flat while weight reads dominate, linear once the
 tokens in the pass exceed the ops:byte ratio. Weight GEMMs go through `gemm_model`, which a
@@ -10,13 +13,15 @@ calibrated profile bends to the measured curve.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
+from specsim.forward.attention_time import attention_kernel_time_s
 from specsim.forward.gemm import gemm_time_s
-from specsim.forward.ops import Op, pass_work
+from specsim.forward.ops import AttentionKernel, Op, pass_work
 from specsim.forward.shapes import (
     BoolArray,
     FloatArray,
@@ -26,7 +31,7 @@ from specsim.forward.shapes import (
     uniform_passes,
 )
 from specsim.specs.dtypes import Precision
-from specsim.specs.hardware import Hardware
+from specsim.specs.hardware import AttentionKernels, Hardware
 from specsim.specs.models import Model
 
 
@@ -126,8 +131,44 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
     time = np.maximum(memory_s, compute_s)
     if roof.floor_s:
         time = time + roof.floor_s * (bytes_ + op.flops > 0)
+    kernels = eff.attention_kernels
+    if op.kernel is not None and kernels is not None and hw.sm_count >= 1:
+        tiled, covered = tiled_attention_time_s(op.kernel, kernels, bw, peak, hw.sm_count)
+        time = np.where(covered, tiled, time)
     return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * roof.bandwidth,
                   flops_per_s=peak * roof.flops)
+
+
+# Fewest queries per request the prefill kernel's terms are used for: one full query tile,
+# the smallest prefill chunk of the measured table (Vidur's A100 attention: 64 to 4,096).
+MIN_PREFILL_QUERIES = 64.0
+
+
+def tiled_attention_time_s(kernel: AttentionKernel, kernels: AttentionKernels,
+                           bandwidth_bytes_per_s: float, flops_per_s: float, sm_count: int
+                           ) -> tuple[FloatArray, BoolArray]:
+    """Seconds of one layer's attention by the tiled model, (S,): per group of identical
+    requests one kernel (decode terms where each request scores one token, the prefill
+    kernel's causal terms where it scores a prefill chunk), summed over the groups; and
+    where the model covers every group of the pass, (S,). Verification of 2-63 tokens per
+    request was not measured (the prefill table starts at 64 queries of one request): those
+    passes keep the roofline."""
+    s = kernel.shape
+    common: dict[str, Any] = {"q_heads": kernel.q_heads, "kv_heads": kernel.kv_heads,
+              "head_dim": kernel.head_dim, "bandwidth_bytes_per_s": bandwidth_bytes_per_s,
+              "flops_per_s": flops_per_s, "sm_count": sm_count,
+              "act_bytes": kernel.kv_elem_bytes}
+    context = np.minimum(s.contexts, kernel.window)
+    decode = attention_kernel_time_s(s.counts, context, 1.0, causal=False, eff=kernels.decode,
+                                     **common)
+    prefill = attention_kernel_time_s(s.counts, context, np.maximum(s.queries, 1.0),
+                                      causal=True, eff=kernels.prefill, **common)
+    per_group = np.where(s.queries > 1.0, prefill, decode)
+    active = (s.counts > 0.0) & (s.queries > 0.0)
+    measured = (s.queries == 1.0) | (s.queries >= MIN_PREFILL_QUERIES)
+    covered = np.all(measured | ~active, axis=1)
+    time = np.where(active, per_group, 0.0).sum(axis=1)
+    return np.asarray(time, dtype=np.float64), np.asarray(covered)
 
 
 def pass_cost(model: Model, hw: Hardware, shape: PassShape, *, tp: int = 1,

@@ -27,11 +27,27 @@ from specsim.specs.models import Model
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionKernel:
+    """An attention op's kernel geometry on one GPU: the pass's requests (`shape`), the query
+    and KV heads and head width per GPU, the bytes of one cached K or V element, and the
+    window (inf: full attention)."""
+
+    shape: PassShape
+    q_heads: float
+    kv_heads: float
+    head_dim: float
+    kv_elem_bytes: float
+    window: float = np.inf
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Op:
     """One op on one GPU, repeated in `layers` layers; arrays have shape (S,).
 
     gemm_m/k/n/count: for weight GEMMs, `count` GEMMs of (m x k) @ (k x n) each (a grouped
     expert GEMM has fractional expected count; None = one GEMM); zero for other ops.
+    kernel: for softmax attention over a per-head K/V cache, the geometry the tiled attention
+    model (`attention_time`) needs; None for every other op (MLA, linear attention, GEMMs).
     """
 
     name: str
@@ -48,6 +64,7 @@ class Op:
     gemm_count: FloatArray | None = None
     weight_bytes_per_param: float = 0.0
     act_bytes_per_elem: float = 0.0
+    kernel: AttentionKernel | None = None
 
     @property
     def bytes_(self) -> FloatArray:
@@ -99,7 +116,7 @@ class _Builder:
 
     def other(self, name: str, op_class: str, layers: int, *, activation: FloatArray | None = None,
               kv_read: FloatArray | None = None, kv_write: FloatArray | None = None,
-              flops: FloatArray | None = None) -> None:
+              flops: FloatArray | None = None, kernel: AttentionKernel | None = None) -> None:
         if layers == 0:
             return
         z = self.zero
@@ -108,7 +125,7 @@ class _Builder:
             activation_bytes=z if activation is None else activation,
             kv_read_bytes=z if kv_read is None else kv_read,
             kv_write_bytes=z if kv_write is None else kv_write,
-            flops=z if flops is None else flops, gemm_m=z))
+            flops=z if flops is None else flops, gemm_m=z, kernel=kernel))
 
 
 def _check_tp(model: Model, tp: int) -> None:
@@ -209,9 +226,13 @@ def _attention_kernels(b: _Builder) -> None:
             continue
         w = attention_work(s, heads=heads, kv_bytes_per_token=kv_per_token, qk_dim=qk_dim,
                            v_dim=v_dim, act_bytes=b.ab, window=window)
+        kernel = None if m.mla is not None else AttentionKernel(
+            shape=s, q_heads=heads, kv_heads=float(kv_heads_per_gpu(m.num_kv_heads, tp)),
+            head_dim=float(m.head_dim), kv_elem_bytes=BYTES_PER_PARAM[b.kv_dtype],
+            window=float(window))
         b.other("attention" if kind == "full_attention" else "sliding_attention", "attention",
                 counts[kind], activation=w.activation_bytes, kv_read=w.kv_read_bytes,
-                kv_write=w.kv_write_bytes, flops=w.flops)
+                kv_write=w.kv_write_bytes, flops=w.flops, kernel=kernel)
 
 
 def _linear_attention(b: _Builder, layers: int) -> None:

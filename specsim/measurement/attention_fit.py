@@ -39,7 +39,7 @@ _START = np.array([math.log(0.8 / 0.2), math.log(0.6 / 0.4), math.log(2.0), math
 def fit_attention_kernel(
     batch: ArrayLike, context: ArrayLike, queries: ArrayLike, causal: ArrayLike,
     time_s: ArrayLike, *, q_heads: float, kv_heads: float, head_dim: float,
-    bandwidth_bytes_per_s: float, flops_per_s: float, sm_count: int,
+    bandwidth_bytes_per_s: float, flops_per_s: float, sm_count: int, act_bytes: float = 2.0,
 ) -> tuple[AttentionKernelEfficiency, float]:
     """Fit AttentionKernelEfficiency to measured attention kernels.
 
@@ -48,6 +48,7 @@ def fit_attention_kernel(
         time_s: its measured time, s (> 0).
         q_heads, kv_heads, head_dim: per GPU.
         bandwidth_bytes_per_s, flops_per_s, sm_count: datasheet numbers of the GPU.
+        act_bytes: bytes per cached K or V element.
 
     Returns:
         (fitted terms, mean |predicted / measured - 1| on the fitted points).
@@ -60,7 +61,7 @@ def fit_attention_kernel(
         return attention_kernel_time_s(
             batch, context, queries, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
             causal=causal, bandwidth_bytes_per_s=bandwidth_bytes_per_s,
-            flops_per_s=flops_per_s, sm_count=sm_count, eff=_unpack(x))
+            flops_per_s=flops_per_s, sm_count=sm_count, act_bytes=act_bytes, eff=_unpack(x))
 
     fit = robust_log_fit(predict, t, _START.copy())
     return _unpack(fit.x), float(np.mean(np.abs(np.expm1(fit.log_residuals))))

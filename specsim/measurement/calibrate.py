@@ -5,9 +5,12 @@ class and shape, and the measured seconds. Each op class gets the factors its da
 
 - gemm: the GEMM model of `gemm_model` (effective bandwidth and flops, a memory-path floor,
   tile padding, an epilogue term and a smooth overlap), fitted on the weight GEMMs;
-- attention: effective bandwidth, flops and a per-kernel floor, fitted on decode and causal
-  verification attention; tree-masked attention is summarized by its median slowdown over
-  causal attention of the same shape;
+- attention: the tiled FlashAttention model (`attention_time`, fitted by `attention_fit`),
+  one set of terms for the decode kernel and one for the causal (prefill, verification)
+  kernel, where the GPU's SM count is known and both kinds were measured; also the roofline's
+  effective bandwidth, flops and floor on the same points, which MLA and linear attention
+  (not tiled) use; tree-masked attention is summarized by its median slowdown over causal
+  attention of the same shape;
 - memory: effective bandwidth and a floor, fitted on the sampler's passes over the vocabulary.
 
 Fits minimize a robust loss of log(predicted / measured) on the training split; every point is
@@ -20,17 +23,26 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
+from specsim.forward.attention_time import attention_kernel_time_s
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.ops import attention_work, sampling_bytes
 from specsim.forward.shapes import FloatArray, uniform_passes
+from specsim.measurement.attention_fit import fit_attention_kernel
 from specsim.measurement.gemm_fit import Prior, fit_gemm_efficiency, robust_log_fit
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.hardware import Efficiency, GemmEfficiency, Hardware, OpEfficiency
+from specsim.specs.hardware import (
+    AttentionKernels,
+    Efficiency,
+    GemmEfficiency,
+    Hardware,
+    OpEfficiency,
+)
 from specsim.specs.transferred import transferred_gemm
 
 # Columns of the tidy measurement table every reader produces.
@@ -191,12 +203,66 @@ def fit_efficiency_with_notes(points: pd.DataFrame, hw: Hardware
         memory, compute = _attention_terms(attn, hw)
         attention = _fit_roofline(memory, compute, attn["time_s"].to_numpy(float),
                                   fit_flops=True)
+    kernels, why = fit_attention_kernels(attn, hw)
+    if why:
+        notes += (f"attention: {why}",)
     memory_eff = OpEfficiency()
     sampling = points[points["op_class"] == "memory"]
     if len(sampling) >= 2:
         memory_eff = _fit_roofline(_memory_terms(sampling, hw), np.zeros(len(sampling)),
                                    sampling["time_s"].to_numpy(float), fit_flops=False)
-    return Efficiency(gemm=gemm, attention=attention, memory=memory_eff), notes
+    return Efficiency(gemm=gemm, attention=attention, memory=memory_eff,
+                      attention_kernels=kernels), notes
+
+
+# Fewest points of each kind (decode, causal) the tiled attention fit takes (7 fitted terms).
+MIN_KERNEL_POINTS = 14
+
+
+def _kernel_geometry(rows: pd.DataFrame, hw: Hardware) -> dict[str, Any]:
+    """Heads, head width and datasheet rates of attention rows (one shape per profile)."""
+    bw, peak, elem = _rates(hw, str(rows["dtype"].iloc[0]))
+    return {"q_heads": float(rows["k"].iloc[0]), "kv_heads": float(rows["kv_heads"].iloc[0]),
+            "head_dim": float(rows["n"].iloc[0]), "bandwidth_bytes_per_s": bw,
+            "flops_per_s": peak, "sm_count": hw.sm_count, "act_bytes": elem}
+
+
+def fit_attention_kernels(attn: pd.DataFrame, hw: Hardware
+                          ) -> tuple[AttentionKernels | None, str]:
+    """The tiled model's decode and prefill terms, fitted separately (two kernels), or None and
+    why not (no SM count, too few points of a kind, more than one attention shape)."""
+    if attn.empty:
+        return None, ""
+    if hw.sm_count < 1:
+        return None, "tiled model not fitted: the profile gives no sm_count (roofline kept)"
+    shapes = attn[["k", "kv_heads", "n", "dtype"]].drop_duplicates()
+    if len(shapes) > 1:
+        return None, "tiled model not fitted: more than one head shape (roofline kept)"
+    fitted = {}
+    for name, rows in (("decode", attn[attn["queries"] == 1]),
+                       ("prefill", attn[attn["queries"] > 1])):
+        if len(rows) < MIN_KERNEL_POINTS:
+            return None, (f"tiled model not fitted: {len(rows)} {name} points, needs "
+                          f">= {MIN_KERNEL_POINTS} (roofline kept)")
+        fitted[name], _ = fit_attention_kernel(
+            rows["batch"], rows["context"], rows["queries"], rows["mask"] != "none",
+            rows["time_s"], **_kernel_geometry(rows, hw))
+    return AttentionKernels(decode=fitted["decode"], prefill=fitted["prefill"]), ""
+
+
+def _tiled_attention_s(rows: pd.DataFrame, hw: Hardware, kernels: AttentionKernels
+                       ) -> FloatArray:
+    """Per attention row, the tiled model's seconds (tree rows: causal x the slowdown)."""
+    geometry = _kernel_geometry(rows, hw)
+    queries = rows["queries"].to_numpy(float)
+    out = np.empty(len(rows))
+    for name, pick in (("decode", queries == 1), ("prefill", queries > 1)):
+        part = rows[pick]
+        out[pick] = attention_kernel_time_s(
+            part["batch"], part["context"], part["queries"], causal=part["mask"] != "none",
+            eff=getattr(kernels, name), **geometry)
+    tree = (rows["mask"] == "tree").to_numpy()
+    return np.where(tree, out * hw.efficiency.tree_attention_slowdown, out)
 
 
 def predict_s(points: pd.DataFrame, hw: Hardware) -> FloatArray:
@@ -207,6 +273,8 @@ def predict_s(points: pd.DataFrame, hw: Hardware) -> FloatArray:
         idx = points.index.get_indexer(rows.index)
         if op_class == "gemm":
             out[idx] = _gemm_s(rows, hw, eff.gemm)
+        elif op_class == "attention" and eff.attention_kernels is not None:
+            out[idx] = _tiled_attention_s(rows, hw, eff.attention_kernels)
         elif op_class == "attention":
             memory, compute = _attention_terms(rows, hw)
             out[idx] = _roofline_s(memory, compute, eff.attention)
@@ -299,15 +367,42 @@ def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str]
         size_errors=size_errors(points), notes=notes)
 
 
-def calibrated_yaml(datasheet: dict[str, object], calibration: Calibration, *, source: str
-                    ) -> dict[str, object]:
-    """The datasheet profile's mapping (its sources kept) plus the fitted efficiency block."""
+def calibrated_yaml(datasheet: dict[str, object], calibration: Calibration, *, source: str,
+                    kernel_sources: dict[str, str] | None = None) -> dict[str, object]:
+    """The datasheet profile's mapping (its sources kept) plus the fitted efficiency block;
+    `kernel_sources`: the source line of the tiled attention terms per kernel."""
     from specsim.specs.hardware import efficiency_to_yaml
 
     out = {k: v for k, v in datasheet.items() if k != "efficiency"}
     out["name"] = calibration.hardware.name
-    out["efficiency"] = efficiency_to_yaml(calibration.hardware.efficiency, source)
+    out["efficiency"] = efficiency_to_yaml(calibration.hardware.efficiency, source,
+                                           kernel_sources)
     return out
+
+
+def attention_kernel_sources(calibration: Calibration, data: str,
+                             train_models: Sequence[str] | None) -> dict[str, str]:
+    """One source line per tiled attention kernel: the model, the fit, its points and its
+    held-out error."""
+    attn = calibration.points[(calibration.points["op_class"] == "attention")
+                              & (calibration.points["mask"] != "tree")]
+    named = sorted(set(attn["model"]) & set(train_models or ()))
+    split_rule = f"trained on {', '.join(named)}" if named else \
+        f"every {_ordinal(HOLDOUT_EVERY)} point of each grid held out"
+    out = {}
+    for name, rows in (("decode", attn[attn["queries"] == 1]),
+                       ("prefill", attn[attn["queries"] > 1])):
+        held = rows[rows["split"] == "holdout"]
+        error = f"{_mape(held['time_s'], held['predicted_s']):.1f}%" if len(held) else "n/a"
+        out[name] = (f"specsim calibrate: tiled attention model (specsim.forward."
+                     f"attention_time) fitted by specsim.measurement.attention_fit to "
+                     f"{int((rows['split'] == 'train').sum())} {name} kernels of {data} "
+                     f"({split_rule}); held-out MAPE {error} over {len(held)} kernels")
+    return out
+
+
+def _ordinal(k: int) -> str:
+    return {2: "second", 3: "third"}.get(k, f"{k}th")
 
 
 def holdout_summary(calibration: Calibration) -> dict[str, float]:
@@ -318,6 +413,14 @@ def holdout_summary(calibration: Calibration) -> dict[str, float]:
     for op_class, group in held.groupby("op_class"):
         weights = group["points"].to_numpy(float)
         out[str(op_class)] = float(np.average(group["mape_calibrated"], weights=weights))
+    points = calibration.points
+    attn = points[(points["op_class"] == "attention") & (points["split"] == "holdout")
+                  & (points["mask"] != "tree")]
+    if calibration.hardware.efficiency.attention_kernels is not None:
+        for name, rows in (("attention_decode", attn[attn["queries"] == 1]),
+                           ("attention_prefill", attn[attn["queries"] > 1])):
+            if len(rows):
+                out[name] = _mape(rows["time_s"], rows["predicted_s"])
     layers = calibration.layer_errors
     if len(layers):
         held_layers = layers[layers["split"] == "holdout"]

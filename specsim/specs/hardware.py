@@ -108,17 +108,69 @@ class OpEfficiency:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionKernelEfficiency:
+    """Fitted terms of the tiled attention-time model (defaults: ideal, no overheads).
+
+    Attributes:
+        bandwidth: share of the datasheet HBM bandwidth all SMs together reach, (0, 1].
+        flops: share of the datasheet peak flops, (0, 1].
+        sm_bandwidth: bandwidth one SM reaches alone, in units of (datasheet bandwidth /
+            sm_count), >= 1 (inf: an SM alone can use the whole bandwidth).
+        floor_s: fixed time of the kernel (launch, tail), s.
+        cta_s: fixed time per CTA in a wave (prologue: load Q, epilogue: write O), s.
+        combine_s: time of the split-KV path's combine kernel, s.
+        causal_skip: share of the fully masked key blocks a causal kernel skips, [0, 1].
+    """
+
+    bandwidth: float = 1.0
+    flops: float = 1.0
+    sm_bandwidth: float = math.inf
+    floor_s: float = 0.0
+    cta_s: float = 0.0
+    combine_s: float = 0.0
+    causal_skip: float = 1.0
+
+    def __post_init__(self) -> None:
+        where = "AttentionKernelEfficiency"
+        for name in ("bandwidth", "flops"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise SpecError(f"{where}.{name} = {getattr(self, name)!r}: need 0 < value <= 1")
+        if not self.sm_bandwidth >= 1.0:
+            raise SpecError(f"{where}.sm_bandwidth = {self.sm_bandwidth!r}: need a number >= 1")
+        for name in ("floor_s", "cta_s", "combine_s"):
+            check_positive(f"{where}.{name}", getattr(self, name), allow_zero=True)
+        if not 0.0 <= self.causal_skip <= 1.0:
+            raise SpecError(f"{where}.causal_skip = {self.causal_skip!r}: need 0 <= value <= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionKernels:
+    """The tiled attention-time model's fitted terms for the two kernels a pass runs.
+
+    decode: one query per request (FlashAttention's split-KV path, grouped query heads as the
+    rows of one CTA); prefill: several causal queries per request (prefill chunks, and
+    speculative verification of drafted tokens). See `specsim.forward.attention_time`.
+    """
+
+    decode: AttentionKernelEfficiency
+    prefill: AttentionKernelEfficiency
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Efficiency:
     """Calibrated factors per op class; the defaults are the ideal datasheet roofline.
 
     gemm: weight GEMMs; attention: attention kernels; memory: elementwise, sampling and state
     traffic; pass_overhead_s: fixed time per forward pass (launches, scheduling), seconds;
     tree_attention_slowdown: time of tree-masked over causal attention of the same shape (trees
-    fall off the fast causal kernels), 1.0 = no penalty.
+    fall off the fast causal kernels), 1.0 = no penalty; attention_kernels: the tiled
+    attention model's terms where they were fitted (None: attention takes the roofline with
+    `attention`'s fractions, the idealized one on a datasheet profile).
     """
 
     gemm: GemmEfficiency = field(default_factory=GemmEfficiency)
     attention: OpEfficiency = field(default_factory=OpEfficiency)
+    attention_kernels: AttentionKernels | None = None
     memory: OpEfficiency = field(default_factory=OpEfficiency)
     pass_overhead_s: float = 0.0
     tree_attention_slowdown: float = 1.0
@@ -244,29 +296,51 @@ def _sub(f: Fields, key: str) -> Fields:
     return sub
 
 
+# Sub-blocks of `efficiency.attention` holding the tiled model's terms, one per kernel.
+_KERNELS = ("decode", "prefill")
+
+
 def _efficiency(f: Fields | None) -> Efficiency:
     if f is None:
         return Efficiency()
+    attention = f.sub("attention", required=False)
     return Efficiency(
         gemm=_dataclass_from(GemmEfficiency, f.sub("gemm", required=False)),
-        attention=_dataclass_from(OpEfficiency, f.sub("attention", required=False)),
+        attention=_dataclass_from(OpEfficiency, attention, skip=_KERNELS),
+        attention_kernels=_attention_kernels(attention),
         memory=_dataclass_from(OpEfficiency, f.sub("memory", required=False)),
         pass_overhead_s=f.number("pass_overhead_s", 0.0, minimum=0.0),
         tree_attention_slowdown=f.number("tree_attention_slowdown", 1.0, positive=True),
     )
 
 
-def _dataclass_from(cls: Any, f: Fields | None) -> Any:
+def _attention_kernels(f: Fields | None) -> AttentionKernels | None:
+    """The tiled model's terms: both `decode` and `prefill` sub-blocks, or neither."""
+    if f is None or not any(f.has(k) for k in _KERNELS):
+        return None
+    missing = [k for k in _KERNELS if not f.has(k)]
+    if missing:
+        raise f.error(missing[0], "is missing: the tiled attention model needs both "
+                      f"{' and '.join(_KERNELS)} blocks")
+    return AttentionKernels(
+        decode=_dataclass_from(AttentionKernelEfficiency, f.sub("decode")),
+        prefill=_dataclass_from(AttentionKernelEfficiency, f.sub("prefill")))
+
+
+def _dataclass_from(cls: Any, f: Fields | None, skip: tuple[str, ...] = ()) -> Any:
     """Build an efficiency dataclass from a YAML block whose keys are its field names.
 
     Values may be .inf where the dataclass allows it (a hard max in the GEMM model); integer
-    fields get integers. The dataclass validates ranges itself.
+    fields get integers. The dataclass validates ranges itself. Keys in `skip` are sub-blocks
+    read elsewhere.
     """
     if f is None:
         return cls()
     types = {fld.name: fld.type for fld in dataclasses.fields(cls)}
     values: dict[str, Any] = {}
     for key in f.keys():
+        if key in skip:
+            continue
         if key not in types:
             raise f.error(key, f"is not a field of {cls.__name__} ({', '.join(sorted(types))})")
         raw = f.value(key)
@@ -283,11 +357,19 @@ def _dataclass_from(cls: Any, f: Fields | None) -> Any:
         raise f.error("", str(err)) from None
 
 
-def efficiency_to_yaml(eff: Efficiency, source: str) -> dict[str, Any]:
-    """The `efficiency` block of a calibrated profile, in the same form the loader reads."""
+def efficiency_to_yaml(eff: Efficiency, source: str,
+                       kernel_sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The `efficiency` block of a calibrated profile, in the same form the loader reads;
+    `kernel_sources`: the source line of each tiled attention kernel block (default `source`)."""
+    kernel_sources = kernel_sources or {}
     block: dict[str, Any] = {
         name: dataclasses.asdict(getattr(eff, name)) for name in ("gemm", "attention", "memory")
     }
+    kernels = eff.attention_kernels
+    if kernels is not None:
+        for name in _KERNELS:
+            block["attention"][name] = {**dataclasses.asdict(getattr(kernels, name)),
+                                        "source": kernel_sources.get(name, source)}
     block["pass_overhead_s"] = eff.pass_overhead_s
     block["tree_attention_slowdown"] = eff.tree_attention_slowdown
     block["source"] = source
