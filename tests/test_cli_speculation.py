@@ -47,7 +47,8 @@ def test_speedup_table_and_plot(tmp_path: Path) -> None:
     png = tmp_path / "speedup.png"
     rows = json.loads(ok("speedup", "--model", "llama-3.1-8b", "--alpha", "0.8",
                          "--draft-cost", "0.05", "--context", "0", "--batch", "8",
-                         "--nodes", "0,8,36", "--plot", str(png), "--json"))["rows"]
+                         "--nodes", "0,8,36", "--engine", "roofline", "--plot", str(png),
+                         "--json"))["rows"]
     assert [r["nodes"] for r in rows] == [0, 8, 36]
     assert rows[0]["speedup"] == pytest.approx(1.0)
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"

@@ -83,9 +83,13 @@ def test_moe_target_gains_as_measured(results: list[Any]) -> None:
     "parallel (dflash)", "eagle-family", "medusa/hydra", "small draft model"])
 def test_speedup_per_tau_shapes_at_batch_1(results: list[Any], group: str) -> None:
     """Measured: speedup / tau about 0.55-0.6 for EAGLE-family, about 0.7 for parallel drafters
-    (Spec-Bench A100, DDTree H200); predicted medians within +-0.1 of the measured medians."""
+    (Spec-Bench A100, DDTree H200); predicted medians within +-0.1 of the measured medians.
+    Dense targets at batch 1 (MoE targets have their own test)."""
+    from specsim.specs.models import load_model
+
     rows = [v for v in results if v.predicted is not None and v.group == group
-            and v.metric == "speedup"]
+            and v.metric == "speedup" and v.row.batch == 1
+            and load_model(v.row.model).moe is None]
     predicted = np.median([v.predicted / v.row.tau for v in rows])
     measured = np.median([v.measured / v.row.tau for v in rows])
     assert abs(predicted - measured) <= 0.1
@@ -151,3 +155,66 @@ def test_roofline_with_an_engine_adds_the_per_pass_host_term() -> None:
     # engine pass = kernel time / transferred efficiency + per-pass host (batch 1)
     want = row["time_ms"] / eng.bandwidth_efficiency + eng.per_pass_s * 1e3
     assert row["engine_ms"] == pytest.approx(want, rel=1e-6)
+
+
+def _decode_step_s(engine: str, batch: float, *, model: str = "llama-3.1-8b", tp: int = 1,
+                   weight_dtype: str = "") -> float:
+    """One plain decoding step as `engine` runs it (1,024 cached tokens)."""
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.engines import engine_or_none
+    from specsim.specs.models import load_model
+    from specsim.speculation.speedup import Candidates, Setup, speedup_table
+
+    setup = Setup(target=load_model(model), hardware=load_hardware("h100-sxm"), tp=tp,
+                  context=1024.0, draft_cost=0.0, engine=engine_or_none(load_engine(engine)),
+                  precision=Precision(weight_dtype=weight_dtype))
+    none = Candidates(nodes=np.zeros(1), depth=np.zeros(1), tau=np.ones(1),
+                      max_width=np.ones(1), shape=("chain",))
+    return float(speedup_table(setup, [batch], none).baseline_s[0])
+
+
+def test_fp8_weights_gain_what_engines_measure_not_half_the_bytes() -> None:
+    """FP8 weights halve the bytes of an 8B decode step, so the roofline gains ~1.9x; an
+    engine gains less: its fp8 GEMMs stream at 0.82 of the bf16 rate (vLLM PR #49363, H100,
+    batch 1: 1.65x the bf16 GEMM for half the bytes) and its host terms do not shrink. The
+    issue measured ~1.27x for an 8B decode on an H100 (its source is not pinned, so 15%
+    tolerance); the engine comes out at ~1.42x, the roofline at ~1.9x."""
+    roof = _decode_step_s("roofline", 1) / _decode_step_s("roofline", 1, weight_dtype="fp8")
+    engine = _decode_step_s("sglang", 1) / _decode_step_s("sglang", 1, weight_dtype="fp8")
+    assert roof > 1.8
+    assert abs(engine / 1.27 - 1) <= 0.15
+
+
+def test_moe_expert_floor_gives_the_measured_growth_with_batch() -> None:
+    """AngelSlim #163 (SGLang, 4x H100, TP 4, Qwen3-30B-A3B): 218.89 tokens/s at batch 1,
+    677.14 at batch 8, so a step takes 11.81 / 4.57 = 2.58x longer at batch 8. Touched
+    experts grow from 8 to 52 per layer; at TP 4 their bytes alone add little, the fused-MoE
+    kernel's floor per touched expert gives the growth (within 20%; without it, 1.4x)."""
+    measured = (8 / 677.14) / (1 / 218.89)
+    got = (_decode_step_s("sglang", 8, model="qwen3-30b-a3b", tp=4)
+           / _decode_step_s("sglang", 1, model="qwen3-30b-a3b", tp=4))
+    assert abs(got / measured - 1) <= 0.20
+    no_floor = load_engine("sglang").with_terms(moe_expert_floor_s=0.0)
+    assert no_floor.moe_expert_floor_s == 0.0
+
+
+def test_moe_rows_are_predicted_held_out(results: list[Any]) -> None:
+    """The SGLang Qwen3-30B-A3B sweeps (SpecForge #339 TP 2, AngelSlim #163 TP 4): every row
+    predicted with the floor fitted on the other source only, median |error| <= 15%, and
+    speculation measured below 1x at batch 1 predicted below 1.1x."""
+    moe = [v for v in results if v.row.model == "qwen3-30b-a3b" and v.predicted is not None]
+    assert len(moe) == 21 and all(v.held_out for v in moe)
+    assert np.median([abs(v.error) for v in moe]) <= 0.15
+    for v in moe:
+        if v.metric == "speedup" and v.row.batch == 1:
+            assert v.predicted < 1.1, v.row.id
+
+
+def test_default_engine_is_sglang_and_named() -> None:
+    from specsim.specs.defaults import DEFAULT_ENGINE
+
+    assert DEFAULT_ENGINE == "sglang"
+    out = run("speedup", "-d", "dflash-qwen3-8b", "--alpha", "0.8", "--shape", "chain",
+              "--nodes", "0,7", "--batch", "1")
+    assert out.returncode == 0, out.stderr
+    assert "; engine sglang;" in out.stdout.splitlines()[0]

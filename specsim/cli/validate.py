@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +15,8 @@ engines_app = command_group("engines", "Built-in serving engines (host and launc
 
 @engines_app.command("list")
 def engines_list(as_json: JsonOpt = False) -> None:
-    """List the built-in engines and their terms (ms, µs per eager launch)."""
+    """List the built-in engines and their terms (ms, µs per eager launch; quantized GEMM
+    rates as fractions of the bf16 rate)."""
     from specsim.specs.engines import load_engine
     from specsim.specs.io import builtin_names
 
@@ -25,7 +27,11 @@ def engines_list(as_json: JsonOpt = False) -> None:
                      "op_host_us": e.op_host_s * 1e6, "per_pass_ms": e.per_pass_s * 1e3,
                      "per_request_us": e.per_request_s * 1e6,
                      "drafter_pass_ms": e.drafter_pass_s * 1e3, "round_ms": e.round_s * 1e3,
-                     "efficiency": e.bandwidth_efficiency, "fitted_on_rows": len(e.fitted_on)})
+                     "efficiency": e.bandwidth_efficiency,
+                     "fp8_rate": e.weight_dtype_efficiency.get("fp8", 1.0),
+                     "int4_rate": e.weight_dtype_efficiency.get("int4", 1.0),
+                     "moe_expert_floor_us": e.moe_expert_floor_s * 1e6,
+                     "fitted_on_rows": len(e.fitted_on)})
     emit(rows, as_json)
 
 
@@ -75,14 +81,18 @@ def _row(v: Any) -> dict[str, Any]:
 
 
 def _summary(results: list[Any]) -> list[dict[str, Any]]:
-    """Median absolute error overall and per engine, drafter family and batch."""
+    """Median absolute error overall and per engine, drafter family, batch, metric, weight
+    dtype and MoE target."""
     import numpy as np
 
     done = [v for v in results if v.predicted is not None]
     groups: list[tuple[str, list[Any]]] = [("all", done)]
-    keys = (("with tau", lambda v: str(v.row.tau is not None).lower()),
+    keys: tuple[tuple[str, Callable[[Any], str]], ...] = (
+            ("with tau", lambda v: str(v.row.tau is not None).lower()),
             ("engine", lambda v: v.row.engine), ("family", lambda v: v.group),
-            ("batch", lambda v: str(v.row.batch)), ("metric", lambda v: v.metric))
+            ("batch", lambda v: str(v.row.batch)), ("metric", lambda v: v.metric),
+            ("weights", lambda v: v.row.weight_dtype or "bf16"),
+            ("moe", lambda v: str(_is_moe(v.row.model)).lower()))
     for label, key in keys:
         for value in sorted({key(v) for v in done}):
             groups.append((f"{label}={value}", [v for v in done if key(v) == value]))
@@ -95,3 +105,9 @@ def _summary(results: list[Any]) -> list[dict[str, Any]]:
                     "wrong_sign": sum((v.predicted > 1) != (v.measured > 1) for v in members
                                       if v.metric == "speedup")})
     return out
+
+
+def _is_moe(model: str) -> bool:
+    from specsim.specs.models import load_model
+
+    return load_model(model).moe is not None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsim.errors import SpecError
+from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import builtin_names, read_yaml, resolve_path
 
 NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
@@ -47,6 +48,7 @@ class PublishedRow:
     baseline_tokens_per_s: float | None  # measured plain-decoding tokens/s (all requests)
     spec_tokens_per_s: float | None  # measured tokens/s with speculation (all requests)
     assumed: tuple[str, ...]
+    weight_dtype: str = ""  # stored weights when they differ from the model's ('' = its own)
 
     @property
     def source_key(self) -> str:
@@ -99,7 +101,19 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         tau=_optional_number(item, "tau", where), speedup=_optional_number(item, "speedup", where),
         baseline_tokens_per_s=_optional_number(item, "baseline_tokens_per_s", where),
         spec_tokens_per_s=_optional_number(item, "spec_tokens_per_s", where),
-        assumed=tuple(str(a) for a in item.get("assumed") or ()))
+        assumed=tuple(str(a) for a in item.get("assumed") or ()),
+        weight_dtype=_weight_dtype(item, where))
+
+
+def _weight_dtype(item: dict[str, object], where: str) -> str:
+    """The row's weight dtype ('' for bf16/fp16 or none: the model's own)."""
+    value = str(item.get("weight_dtype") or "")
+    if value in ("", "bf16", "fp16"):
+        return ""
+    if value not in BYTES_PER_PARAM:
+        raise SpecError(f"{where}: field 'weight_dtype' must be one of "
+                        f"{', '.join(BYTES_PER_PARAM)}, got {value!r}")
+    return value
 
 
 def _drafter_spec(item: dict[str, object], where: str) -> str | None:

@@ -25,17 +25,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from specsim.forward.cost import pass_cost
+from specsim.forward.shapes import batch_mix_passes
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
+from specsim.specs.dtypes import Precision
 from specsim.specs.engines import FIT_BOUNDS, Engine, load_engine
-from specsim.specs.hardware import load_hardware
+from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
 from specsim.speculation.draft_cost import draft_passes
 from specsim.speculation.speedup import Candidates, Setup, speedup_table
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
-ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s")
+ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
+          "moe_expert_floor_s")
 METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s")
 
 
@@ -52,19 +56,25 @@ class RoundParts:
     drafter_ops: float
     round_ops: float
     loop: float  # share of the engine's round_s this round pays
+    baseline_experts: float = 0.0  # touched experts x MoE layers of a decoding step
+    baseline_expert_s: float = 0.0  # achieved seconds of its expert GEMMs
+    verify_experts: float = 0.0
+    verify_expert_s: float = 0.0
 
     def predict(self, metric: str, tau: float, terms: dict[str, float]) -> float:
         """The row's metric (see METRICS) with these engine terms (seconds)."""
-        c = terms["op_host_s"]
+        c, floor = terms["op_host_s"], terms["moe_expert_floor_s"]
         fixed = terms["per_pass_s"] + terms["per_request_s"] * self.batch
-        baseline = max(self.baseline_s, self.target_ops * c) + fixed
+        base_s = self.baseline_s + max(self.baseline_experts * floor - self.baseline_expert_s, 0)
+        verify_s = self.verify_s + max(self.verify_experts * floor - self.verify_expert_s, 0)
+        baseline = max(base_s, self.target_ops * c) + fixed
         if metric == "plain_tokens_per_s":
             return self.batch / baseline
         draft = self.draft_s
         if self.passes > 0:
             draft = (max(self.draft_s, self.passes * self.drafter_ops * c)
                      + self.passes * terms["drafter_pass_s"])
-        round_s = (max(self.verify_s, self.target_ops * c) + fixed + draft
+        round_s = (max(verify_s, self.target_ops * c) + fixed + draft
                    + self.round_ops * c + self.loop * terms["round_s"])
         if metric == "tokens_per_s":
             return tau * self.batch / round_s
@@ -141,10 +151,12 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
                        tau=np.array([row.tau or 1.0]),
                        max_width=np.array([2.0 if row.shape == "tree" else 1.0]),
                        shape=(row.shape,))
-    setup = Setup(target=target, hardware=load_hardware(row.hardware), drafter=drafter,
-                  context=CONTEXT_TOKENS, tp=row.tp, engine=zero,
-                  draft_cost=0.0 if drafter is None else None)
+    hw = load_hardware(row.hardware)
+    precision = Precision(weight_dtype=row.weight_dtype)
+    setup = Setup(target=target, hardware=hw, drafter=drafter, context=CONTEXT_TOKENS, tp=row.tp,
+                  engine=zero, draft_cost=0.0 if drafter is None else None, precision=precision)
     table = speedup_table(setup, [row.batch], cands)
+    experts = [_experts(zero, hw, target, row, q, precision) for q in (1.0, nodes + 1.0)]
     passes = 0.0 if drafter is None else float(draft_passes(drafter, depth))
     eager = engine.eager
     return RoundParts(
@@ -154,7 +166,20 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
         target_ops=engine_time.model_kernels(engine, target) if eager else 0.0,
         drafter_ops=engine_time.drafter_kernels(engine, drafter) if eager else 0.0,
         round_ops=engine_time.round_kernels(engine, drafter) if eager and not row.plain
-        else 0.0, loop=0.0 if row.plain else engine_time.loop_share(engine, drafter))
+        else 0.0, loop=0.0 if row.plain else engine_time.loop_share(engine, drafter),
+        baseline_experts=experts[0][0], baseline_expert_s=experts[0][1],
+        verify_experts=experts[1][0], verify_expert_s=experts[1][1])
+
+
+def _experts(engine: Engine, hw: Hardware, target: Model, row: PublishedRow, queries: float,
+             precision: Precision) -> tuple[float, float]:
+    """(touched experts x MoE layers, achieved seconds of the expert GEMMs) of one pass of
+    `queries` tokens per request over the row's batch."""
+    cost = pass_cost(target, hw, batch_mix_passes(queries, np.array([float(row.batch)]),
+                                                  np.array([CONTEXT_TOKENS])),
+                     tp=row.tp, precision=precision)
+    units, kernel_s = engine_time.expert_parts(engine, hw, cost)
+    return float(units[0]), float(kernel_s[0]) / engine_time.efficiency(engine, hw)
 
 
 def _drafter(row: PublishedRow, target: Model) -> Drafter | None:

@@ -11,7 +11,7 @@ DEFAULT_DRAFTER = "dflash-qwen3-8b"
 # Cached tokens per request when neither the caller nor a workload says (speedup, recommend).
 DEFAULT_CONTEXT_TOKENS = 2048.0
 # Serving engine whose host terms a round pays: "roofline" is the idealized GPU, no engine.
-DEFAULT_ENGINE = "roofline"
+DEFAULT_ENGINE = "sglang"
 
 # Limits on what a command may be asked for: far above any real serving setup, far below what
 # exhausts memory or time. Each is stated in the error that enforces it.

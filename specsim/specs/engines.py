@@ -20,6 +20,10 @@ An engine spec (engines/*.yaml) holds, each with a source or the rows it was fit
     round_s                host seconds per speculative round (eager: per round of a research
                            loop, see drafter_ops `loop`)
     bandwidth_efficiency   achieved fraction of datasheet bandwidth used for datasheet GPUs
+    weight_dtype_efficiency  per weight dtype (fp8, int4, mxfp4): the rate its GEMMs stream
+                           weights at few tokens, as a fraction of the bf16 GEMM rate
+    moe_expert_floor_s     least seconds the fused-MoE kernel spends per touched expert and
+                           MoE layer (both expert GEMMs), however few tokens the expert got
 
 `roofline` is the engine with no terms: the idealized GPU of the article.
 """
@@ -34,17 +38,20 @@ from specsim.specs.io import Fields, read_spec_file, resolve_path
 
 LAUNCH_MODES = ("eager", "graphs", "none")
 # Terms validate fits (leave one source out) per launch mode; the rest come from sources only.
-FITTABLE = {"eager": ("op_host_s", "round_s"), "graphs": ("per_pass_s",)}
+FITTABLE = {"eager": ("op_host_s", "round_s"), "graphs": ("per_pass_s", "moe_expert_floor_s")}
 # Physical range of each fitted term, seconds. op_host_s: a raw CUDA launch costs 4-6 us
 # (lower end); plain HF decoding of Llama-7B on an A10G, 43.2 ms per token over ~1600 ops,
 # bounds the cost of one HF op from above (27 us) even if the step were all host time.
 # round_s: non-negative and below one 7B decoding step on an A100 (20 ms). per_pass_s:
 # non-negative and below the smallest gap between a measured CUDA-graph decode step and its
 # weight-reading time (tpot_points: 1.84 ms, SGLang docs H100).
+# moe_expert_floor_s: non-negative and below one kernel launch (5 us): a touched expert is
+# a block of the one fused kernel, never a kernel of its own.
 FIT_BOUNDS = {"op_host_s": (4e-6, 27e-6), "round_s": (0.0, 0.02),
-              "per_pass_s": (0.0, 1.84e-3)}
+              "per_pass_s": (0.0, 1.84e-3), "moe_expert_floor_s": (0.0, 5e-6)}
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
-         "per_pass_s", "per_request_s", "drafter_pass_s", "round_s")
+         "per_pass_s", "per_request_s", "drafter_pass_s", "round_s", "moe_expert_floor_s")
+WEIGHT_DTYPES = ("fp8", "int4", "mxfp4")
 OP_KINDS = ("pass", "head", "round", "loop")
 
 
@@ -66,6 +73,8 @@ class Engine:
     drafter_pass_s: float = 0.0
     round_s: float = 0.0
     bandwidth_efficiency: float = 1.0
+    weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
+    moe_expert_floor_s: float = 0.0
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fitted_on: tuple[str, ...] = ()
     fitted: tuple[str, ...] = ()  # terms its `fit` block holds
@@ -79,6 +88,10 @@ class Engine:
             if getattr(self, name) < 0:
                 raise SpecError(f"{self.path}: field '{name}' must be >= 0, "
                                 f"got {getattr(self, name)!r}")
+        for dtype, f in self.weight_dtype_efficiency.items():
+            if not 0 < f <= 1:
+                raise SpecError(f"{self.path}: field 'weight_dtype_efficiency.{dtype}' must be "
+                                f"in (0, 1], got {f!r}")
         if not 0 < self.bandwidth_efficiency <= 1:
             raise SpecError(f"{self.path}: field 'bandwidth_efficiency' must be in (0, 1], "
                             f"got {self.bandwidth_efficiency!r}")
@@ -125,6 +138,7 @@ def load_engine(name: str) -> Engine:
     return Engine(slug=path.stem, name=f.string("name"), version=f.string("version"),
                   launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
                   bandwidth_efficiency=f.number("bandwidth_efficiency", 1.0, positive=True),
+                  weight_dtype_efficiency=_dtype_efficiency(f),
                   sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),
                   path=spec.path, **numbers)
 
@@ -140,6 +154,14 @@ def _drafter_ops(f: Fields) -> dict[str, dict[str, float]]:
         assert sub is not None
         out[family] = {k: sub.number(k, 0.0, minimum=0.0) for k in OP_KINDS}
     return out
+
+
+def _dtype_efficiency(f: Fields) -> dict[str, float]:
+    """The `weight_dtype_efficiency` block: per weight dtype, a fraction of the bf16 rate."""
+    block = f.sub("weight_dtype_efficiency", required=False)
+    if block is None:
+        return {}
+    return {d: block.number(d, positive=True) for d in WEIGHT_DTYPES if block.has(d)}
 
 
 def _fitted_terms(f: Fields) -> dict[str, float]:

@@ -11,6 +11,16 @@ model's own ops, a drafter pass's layers x kernels_per_layer plus what its famil
 pass (and per Medusa head), and a round the family's round ops (engines/hf-eager.yaml counts
 them from each method's code). CUDA-graph engines have no per-op term. The efficiency turns
 datasheet kernel time into achieved time; a calibrated GPU profile already carries its own.
+
+Two kernel terms an engine's kernels add on top of the roofline (`engine_kernel_s`):
+
+    quantized GEMM  = max(roofline time, weight bytes / (bandwidth x dtype efficiency))
+    MoE experts     = max(expert GEMM time, touched experts x layers x expert floor)
+
+A weight-only or FP8 GEMM at few tokens streams its narrower weights at a lower rate than a
+bf16 GEMM (activation quantization, scale epilogue, dequantization in the main loop), and the
+fused-MoE kernel spends at least a fixed time on every expert it touches, however few tokens
+that expert got.
 """
 
 from __future__ import annotations
@@ -18,8 +28,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from specsim.forward.cost import PassCost
 from specsim.forward.shapes import FloatArray
 from specsim.specs.drafters import Drafter
+from specsim.specs.dtypes import dtype_of_bytes
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
@@ -90,3 +102,47 @@ def loop_share(engine: Engine, drafter: Drafter | None) -> float:
     if not engine.eager:
         return 1.0
     return engine.ops(NO_DRAFTER if drafter is None else drafter.family, "loop")
+
+
+EXPERT_OPS = ("experts_up", "experts_down")
+
+
+def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
+    """Datasheet-kernel seconds a pass's quantized weight GEMMs take beyond the roofline: each
+    streams its weights at the engine's dtype efficiency times the bf16 GEMM rate, (S,)."""
+    extra = np.zeros(cost.tokens.shape)
+    if not engine.weight_dtype_efficiency:
+        return extra
+    rate = hw.hbm_bandwidth_bytes_per_s * hw.efficiency.gemm.bandwidth
+    for c in cost.ops:
+        f = engine.weight_dtype_efficiency.get(dtype_of_bytes(c.op.weight_bytes_per_param), 1.0)
+        if c.op.op_class == "gemm" and f < 1.0:
+            stream_s = c.op.weight_bytes / (rate * f)
+            extra = extra + c.op.layers * np.maximum(stream_s - c.time_s, 0.0)
+    return extra
+
+
+def expert_parts(engine: Engine, hw: Hardware, cost: PassCost) -> tuple[FloatArray, FloatArray]:
+    """(touched experts x MoE layers, datasheet-kernel seconds of the expert GEMMs with their
+    quantized-weight term) of a pass, (S,) each; zeros for a dense model."""
+    zero = np.zeros(cost.tokens.shape)
+    ops = [c for c in cost.ops if c.op.name in EXPERT_OPS]
+    if not ops:
+        return zero, zero
+    up = ops[0]
+    units = (up.op.gemm_count if up.op.gemm_count is not None else zero + 1.0) * up.op.layers
+    kernel = zero + sum(c.total_time_s for c in ops)
+    quant = quantized_extra_s(engine, hw, PassCost(ops=tuple(ops), tokens=cost.tokens,
+                                                   overhead_s=0.0))
+    return np.asarray(units, dtype=np.float64), kernel + quant
+
+
+def engine_kernel_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
+    """Datasheet-kernel seconds of a pass as the engine's kernels run it: the roofline plus
+    the quantized-GEMM term, with the expert GEMMs held to the per-expert floor, (S,)."""
+    kernel = cost.time_s + quantized_extra_s(engine, hw, cost)
+    if engine.moe_expert_floor_s > 0.0:
+        units, experts = expert_parts(engine, hw, cost)
+        floor = units * engine.moe_expert_floor_s * efficiency(engine, hw)
+        kernel = kernel + np.maximum(floor - experts, 0.0)
+    return np.asarray(kernel)

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from specsim.errors import SpecError
-from specsim.forward.cost import pass_cost
+from specsim.forward.cost import PassCost, pass_cost
 from specsim.forward.memory import serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
 from specsim.specs.drafters import Drafter
@@ -234,15 +234,16 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     grid_tau = np.tile(candidates.tau, b.size)
     t = setup.target
     contexts = np.atleast_1d(np.asarray(setup.context, dtype=np.float64))
-    baseline = pass_cost(t, setup.hardware, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
-                         precision=setup.precision, ep=setup.ep).time_s
+    base_cost = pass_cost(t, setup.hardware, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
+                          precision=setup.precision, ep=setup.ep)
+    baseline = _kernel_s(setup, base_cost)
     # Verification depends on (B, N) only: time each distinct N once, then gather.
     nodes, index = np.unique(candidates.nodes, return_inverse=True)
     cost = pass_cost(
         t, setup.hardware,
         batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
         tp=setup.tp, precision=setup.precision, ep=setup.ep)
-    verify = cost.time_s.reshape(b.size, nodes.size)[:, index.ravel()]
+    verify = _kernel_s(setup, cost).reshape(b.size, nodes.size)[:, index.ravel()]
     slowdown = setup.hardware.efficiency.tree_attention_slowdown
     if slowdown != 1.0:  # tree masks fall off the fast causal attention kernels
         attention = sum(v for k, v in cost.by_op().items() if k.endswith("attention"))
@@ -283,6 +284,13 @@ def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, no
         raise SpecError("option --nodes: need one or more node counts")
     cands = candidates_for(setup.drafter, profile, shape=shape, max_nodes=int(n.max()))
     return speedup_table(setup, batch, cands)
+
+
+def _kernel_s(setup: Setup, cost: PassCost) -> FloatArray:
+    """A pass's kernel seconds: the roofline, plus the engine's kernel terms if it has one."""
+    if setup.engine is None:
+        return cost.time_s
+    return engine_time.engine_kernel_s(setup.engine, setup.hardware, cost)
 
 
 def _engine_times(setup: Setup, engine: Engine, batch: FloatArray, baseline: FloatArray,
