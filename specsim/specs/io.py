@@ -75,6 +75,17 @@ def closest(name: str, valid: Iterable[str]) -> str:
     return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
 
 
+def check_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """Raise for the first key of `data` not in `allowed`, naming `where` (file, row or block)
+    and the closest allowed key. For YAML whose loader reads fields by hand (engines,
+    published rows), so a misspelled optional field is an error, not silently ignored."""
+    valid = list(allowed)
+    for key in data:
+        if key not in valid:
+            raise SpecError(f"{where}: unknown field {show(str(key), 40)}"
+                            f"{closest(str(key), valid)}")
+
+
 def _builtin_match(kind: str, name: str) -> Path | None:
     """The built-in file whose slug equals `name` regardless of case, if any."""
     for slug in builtin_names(kind):
