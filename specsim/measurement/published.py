@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsim.errors import SpecError
-from specsim.specs.io import builtin_names, check_keys, read_yaml, resolve_path, show
+from specsim.specs.io import (
+    MAX_INTEGER,
+    MAX_NUMBER,
+    builtin_names,
+    check_keys,
+    read_yaml,
+    resolve_path,
+    show,
+)
 
 NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
 REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "dataset", "method", "shape")
@@ -134,8 +142,9 @@ def _check_known(where: str, kind: str, name: str) -> None:
 
 def _int(item: dict[str, object], key: str, where: str, default: int | None = None) -> int:
     value = item.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise SpecError(f"{where}: field '{key}' must be a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_INTEGER:
+        raise SpecError(f"{where}: field '{key}' must be an integer in 1..{MAX_INTEGER:,}, "
+                        f"got {show(value)}")
     return value
 
 
@@ -147,6 +156,8 @@ def _optional_number(item: dict[str, object], key: str, where: str) -> float | N
     value = item.get(key)
     if value is None:
         return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-        raise SpecError(f"{where}: field '{key}' must be a positive number, got {value!r}")
+    if not isinstance(value, int | float) or isinstance(value, bool) or \
+            not 0 < value < MAX_NUMBER:
+        raise SpecError(f"{where}: field '{key}' must be a positive finite number, "
+                        f"got {show(value)}")
     return float(value)

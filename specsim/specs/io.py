@@ -250,7 +250,7 @@ def spec_from_mapping(data: Mapping[str, Any], where: str) -> SpecFile:
 def read_json(path: Path, *, what: str = "JSON file") -> Any:
     """Parse a JSON file, refusing nesting deeper than MAX_DEPTH before parsing."""
     text = read_text(path, what=what, limit=MAX_SPEC_BYTES)
-    _check_json_depth(text, path)
+    check_json_depth(text, path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -259,7 +259,7 @@ def read_json(path: Path, *, what: str = "JSON file") -> Any:
         raise SpecError(f"{path}: malformed JSON ({str(err)[:120]})") from None
 
 
-def _check_json_depth(text: str, path: Path) -> None:
+def check_json_depth(text: str, path: Path) -> None:
     """Count bracket depth outside strings; the json module recurses once per level."""
     depth, in_string, escaped = 0, False, False
     for char in text:
