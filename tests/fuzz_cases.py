@@ -480,12 +480,378 @@ def output_cases(rng: random.Random, count: int) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- newer commands
+
+def _npz(**arrays: Any) -> bytes:
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buffer.getvalue()
+
+
+def _probs(rng: random.Random, rollouts: int = 2, positions: int = 3, vocab: int = 4) -> Any:
+    import numpy as np
+
+    gen = np.random.default_rng(rng.randrange(2**32))
+    p = gen.random((rollouts, positions, vocab)) + 0.05
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def _bad_probs(rng: random.Random) -> tuple[str, bytes]:
+    """A target-or-draft .npz that is wrong in one way (value, shape, dtype or bytes)."""
+    import numpy as np
+
+    p = _probs(rng)
+    choice = rng.randrange(12)
+    if choice == 0:
+        p[0, 0, 0] = np.nan
+        return "nan", _npz(probs=p)
+    if choice == 1:
+        p[1, 2, 1] = -0.2
+        return "negative", _npz(probs=p)
+    if choice == 2:
+        return "sum-2", _npz(probs=p * 2)
+    if choice == 3:
+        return "2-d", _npz(probs=p[0])
+    if choice == 4:
+        return "4-d", _npz(probs=p[None])
+    if choice == 5:
+        return "strings", _npz(probs=np.array([["a", "b"]]))
+    if choice == 6:
+        return "no-probs", _npz(other=p)
+    if choice == 7:
+        return "empty-npz", _npz()
+    if choice == 8:
+        return "binary", bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+    if choice == 9:
+        return "object-array", _object_npz()
+    if choice == 10:
+        p[0, 1, 2] = np.inf
+        return "inf", _npz(probs=p)
+    ids = np.tile(np.arange(2), (2, 3, 1))
+    return "topk-no-rest", _npz(topk_ids=ids, topk_probs=p[..., :2])
+
+
+def _object_npz() -> bytes:
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, probs=np.array([{"a": 1}], dtype=object))
+    return buffer.getvalue()
+
+
+def _bad_acceptance(rng: random.Random) -> tuple[str, bytes]:
+    """An `acceptance rounds` array wrong in one way."""
+    import numpy as np
+
+    a = np.triu(np.full((4, 4), 0.7))
+    choice = rng.randrange(8)
+    if choice == 0:
+        a[0, 1] = 1.5
+        return "above-1", _npz(acceptance=a)
+    if choice == 1:
+        a[0, 0] = np.nan
+        return "nan", _npz(acceptance=a)
+    if choice == 2:
+        return "not-square", _npz(acceptance=np.full((3, 4), 0.5))
+    if choice == 3:
+        return "1-d", _npz(acceptance=np.full(4, 0.5))
+    if choice == 4:
+        a[1, 2] = -0.1
+        return "negative", _npz(acceptance=a)
+    if choice == 5:
+        return "missing", _npz(other=a)
+    if choice == 6:
+        return "binary", bytes(rng.randrange(256) for _ in range(200))
+    return "strings", _npz(acceptance=np.array([["x"]]))
+
+
+URLS = ["http://", "http://127.0.0.1:1/metrics", "http://127.0.0.1:0/metrics",
+        "http://127.0.0.1:99999/metrics", "http://[::1/metrics", "ftp://127.0.0.1/metrics",
+        "http://127.0.0.1:abc/metrics", "https://127.0.0.1:1/metrics", "http:///metrics",
+        "http://127.0.0.1:1/" + "x" * 3000, "file:///etc/passwd", "http://user@127.0.0.1:1/"]
+RANK_FILES = {
+    "nan.json": (b"[0.5, NaN]", INVALID), "negative.json": (b"[0.5, -0.1]", INVALID),
+    "above-1.json": (b"[1.2]", INVALID), "sum-above-1.json": (b"[0.7, 0.6]", INVALID),
+    "empty.json": (b"[]", INVALID), "mapping.json": (b'{"a": 1}', INVALID),
+    "strings.csv": (b"x,y\n", INVALID), "binary.json": (bytes(range(256)), INVALID),
+    "deep.json": (b"[" * 5000, INVALID), "huge.json": (b"[" + b"0.001," * 100000 + b"0]",
+                                                      INVALID),
+    "utf16.yaml": ("[0.5, 0.2]".encode("utf-16-le"), INVALID),
+    "ok.json": (b"[0.6, 0.2, 0.1]", VALID),
+}
+REC = ("recommend", "--drafter", "eagle3-llama-3.1-8b", "--alpha", "0.8", "--batch", "1",
+       "--max-nodes", "8")
+PLAN = ("plan", "--hardware", "h100-sxm", "--model", "llama-3.1-8b")
+
+
+def newer_command_cases(rng: random.Random, count: int) -> list[Case]:
+    """engines, validate, drafters import, acceptance from-probs|rounds|objectives|weights,
+    acceptance fit with URLs (127.0.0.1 only, nothing listens), plan, recommend's options."""
+    makers = [_engines_case, _validate_case, _drafter_import_case, _from_probs_case,
+              _rounds_case, _objectives_case, _weights_case, _url_case, _plan_case,
+              _recommend_case]
+    return [makers[i % len(makers)](rng, i) for i in range(count)]
+
+
+def _engines_case(rng: random.Random, i: int) -> Case:
+    choice = rng.randrange(6)
+    if choice == 0:
+        return Case(kind="cmd:engines", label="list", args=("engines", "list"), expect=VALID)
+    if choice == 1:
+        name = rng.choice(["SGLang", "vllm", "hf-eager"])
+        return Case(kind="cmd:engines", label=f"show-{name}", args=("engines", "show", name),
+                    expect=VALID)
+    if choice == 2:
+        name = rng.choice(["sglan", "vlm", "", "x" * 3000, "../engines", "trt-llm"])
+        return Case(kind="cmd:engines", label=f"show-unknown-{name[:10]}",
+                    args=("engines", "show", name), needle="")
+    data = yaml.safe_load((REPO / "engines" / rng.choice(["sglang.yaml", "vllm.yaml",
+                                                          "hf-eager.yaml"])).read_text())
+    key = rng.choice([k for k in data if k not in ("speculative",)])
+    label, new = rng.choice([("typo", None), ("nan", math.nan), ("negative", -1.0),
+                             ("string", "fast"), ("launch", "turbo"), ("huge", 1e308)])
+    if label == "typo":
+        data[key + "x"] = data.pop(key)
+    elif label == "launch":
+        data["launch"] = new
+    elif isinstance(data[key], dict) and "value" in data[key]:
+        data[key]["value"] = new
+    else:
+        data[key] = new
+        if key in ("name", "version") and label == "string":
+            label, data[key] = "list", [1]
+    name = f"engine-{i}.yaml"
+    return Case(kind="cmd:engines", label=f"{key}:{label}",
+                args=("roofline", "--engine", name, "--tokens", "1"),
+                files={name: _dump(data)}, needle=name)
+
+
+def _validate_case(rng: random.Random, i: int) -> Case:
+    source = rng.choice(sorted((REPO / "workloads" / "published").glob("*.yaml")))
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    row = rng.choice(data["rows"])
+    choice = rng.randrange(7)
+    name = f"published-{i}.yaml"
+    if choice == 0:
+        key = rng.choice(list(row))
+        row[key + "s"] = row.pop(key)
+        label = f"typo-{key}"
+    elif choice == 1:
+        key = rng.choice(["batch", "tp", "draft_tokens", "depth"])
+        label, row[key] = rng.choice([("zero", 0), ("negative", -2), ("string", "one"),
+                                      ("float", 1.5)])
+        label = f"{key}:{label}"
+    elif choice == 2:
+        key = rng.choice(["tau", "speedup", "baseline_tokens_per_s"])
+        label, row[key] = rng.choice([("nan", math.nan), ("inf", math.inf),
+                                      ("negative", -1.0), ("string", "fast")])
+        label = f"{key}:{label}"
+    elif choice == 3:
+        key = rng.choice(["model", "hardware", "engine", "drafter_spec"])
+        row[key] = "no-such-thing"
+        label = f"{key}:unknown"
+    elif choice == 4:
+        label = "rows-not-list"
+        data["rows"] = {"a": 1}
+    elif choice == 5:
+        taken = rng.choice(["taken.png", "plot.jpg2", "folder", "afile/v.png"])
+        return Case(kind="cmd:validate", label=f"plot:{taken}",
+                    args=("validate", "--published", source.stem, "--plot", taken),
+                    files={"taken.png": b"old", "afile": b"x"}, folders=("folder",),
+                    needle=taken)
+    else:
+        label = "unknown-file"
+        return Case(kind="cmd:validate", label=label,
+                    args=("validate", "--published", rng.choice(["ddtree-h20", "nothing"])),
+                    needle="")
+    return Case(kind="cmd:validate", label=label, args=("validate", "--published", name),
+                files={name: _dump(data)}, needle=name)
+
+
+DRAFTER_CONFIG = json.loads((REPO / "tests" / "fixtures" / "drafter_configs" /
+                             "eagle3-llama3.1-8b.json").read_text(encoding="utf-8"))
+
+
+def _drafter_import_case(rng: random.Random, i: int) -> Case:
+    config = copy.deepcopy(DRAFTER_CONFIG)
+    choice = rng.randrange(6)
+    name, out = f"dcfg-{i}.json", f"d-{i}.yaml"
+    args: tuple[str, ...] = ("drafters", "import", name, "--target", "llama-3.1-8b", "--out",
+                             out)
+    needle = name
+    if choice < 3:
+        key = rng.choice([k for k, v in config.items() if isinstance(v, int | float)
+                          and not isinstance(v, bool)] or ["hidden_size"])
+        label, config[key] = rng.choice([("zero", 0), ("negative", -4), ("nan", math.nan),
+                                         ("huge", 10**30), ("string", "big"), ("null", None)])
+        label = f"{key}:{label}"
+        text = json.dumps(config).encode()
+        expect = EITHER if label.endswith(":null") or label.endswith(":zero") else INVALID
+        return Case(kind="cmd:drafters-import", label=label, args=args, files={name: text},
+                    expect=expect, needle=needle)
+    if choice == 3:
+        label = rng.choice(["binary", "empty", "list", "deep"])
+        text = {"binary": bytes(range(200)), "empty": b"", "list": b"[1]",
+                "deep": b"[" * 9000}[label]
+        return Case(kind="cmd:drafters-import", label=label, args=args, files={name: text},
+                    needle=needle)
+    text = json.dumps(config).encode()
+    if choice == 4:
+        bad = rng.choice(["lama-3.1-8b", "", "qwen3-8b-x"])
+        args = ("drafters", "import", name, "--target", bad, "--out", out)
+        return Case(kind="cmd:drafters-import", label=f"target:{bad}", args=args,
+                    files={name: text}, needle="")
+    bad = rng.choice(["medusa2", "EAGLE9", ""])
+    args = (*args, "--family", bad)
+    return Case(kind="cmd:drafters-import", label=f"family:{bad}", args=args,
+                files={name: text}, needle="--family")
+
+
+def _from_probs_case(rng: random.Random, i: int) -> Case:
+    good = _npz(probs=_probs(rng))
+    label, bad = _bad_probs(rng)
+    which = rng.randrange(4)
+    files = {"t.npz": good, "d.npz": good, "old.yaml": b"old: 1\n"}
+    if which == 0:
+        files["t.npz"] = bad
+        return Case(kind="cmd:from-probs", label=f"target:{label}",
+                    args=("acceptance", "from-probs", "t.npz", "d.npz", "--out", "w.yaml"),
+                    files=files, needle="t.npz")
+    if which == 1:
+        files["d.npz"] = bad
+        return Case(kind="cmd:from-probs", label=f"draft:{label}",
+                    args=("acceptance", "from-probs", "t.npz", "d.npz", "--out", "w.yaml"),
+                    files=files, needle="d.npz")
+    if which == 2:
+        files["d.npz"] = _npz(probs=_probs(rng, positions=4))
+        return Case(kind="cmd:from-probs", label="shape-mismatch",
+                    args=("acceptance", "from-probs", "t.npz", "d.npz", "--out", "w.yaml"),
+                    files=files, needle="")
+    option, value = rng.choice([("--out", "old.yaml"), ("--out", "w.txt"),
+                                ("--max-draft", "0"), ("--max-draft", "-1"),
+                                ("--verification", "blocky"), ("--verification", "block"),
+                                ("--context", "-5"), ("--out", "t.npz")])
+    args = ("acceptance", "from-probs", "t.npz", "d.npz", "--out", "w.yaml", option, value)
+    needle = value if option == "--out" else option
+    if option == "--verification" and value == "block":
+        needle = "tokens"  # block verification needs the target's tokens
+    return Case(kind="cmd:from-probs", label=f"{option}={value}", args=args, files=files,
+                needle=needle)
+
+
+def _rounds_case(rng: random.Random, i: int) -> Case:
+    label, bad = _bad_acceptance(rng)
+    import numpy as np
+
+    good = _npz(acceptance=np.triu(np.full((4, 4), 0.7)))
+    if rng.random() < 0.3:
+        other = _npz(acceptance=np.triu(np.full((5, 5), 0.7)))
+        return Case(kind="cmd:rounds", label="mismatched-pair",
+                    args=("acceptance", "rounds", "a.npz", "b.npz"),
+                    files={"a.npz": good, "b.npz": other}, needle="")
+    return Case(kind="cmd:rounds", label=label, args=("acceptance", "rounds", "a.npz"),
+                files={"a.npz": bad}, needle="a.npz")
+
+
+def _objectives_case(rng: random.Random, i: int) -> Case:
+    import numpy as np
+
+    choice = rng.randrange(4)
+    if choice == 0:
+        target = rng.choice([("negative", np.array([0.5, -0.1, 0.6])),
+                             ("nan", np.array([0.5, np.nan])), ("2-d", np.ones((2, 2)) / 4),
+                             ("zeros", np.zeros(5)), ("strings", np.array(["a"])),
+                             ("sum-2", np.array([1.0, 1.0]))])
+        return Case(kind="cmd:objectives", label=f"target:{target[0]}",
+                    args=("acceptance", "objectives", "--target", "t.npz"),
+                    files={"t.npz": _npz(target=target[1])}, needle="t.npz")
+    if choice == 1:
+        label, data = rng.choice([("binary", bytes(range(100))), ("no-target", _npz(x=[1]))])
+        return Case(kind="cmd:objectives", label=label,
+                    args=("acceptance", "objectives", "--target", "t.npz"),
+                    files={"t.npz": data}, needle="t.npz")
+    if choice == 2:
+        value = rng.choice(["nan", "-1", "inf", "1e308", "x"])
+        return Case(kind="cmd:objectives", label=f"eta={value}",
+                    args=("acceptance", "objectives", "--eta", value), needle="--eta")
+    out = rng.choice(["taken.png", "f.jpg2", "folder", "afile/f.png"])
+    return Case(kind="cmd:objectives", label=f"plot:{out}",
+                args=("acceptance", "objectives", "--plot", out),
+                files={"taken.png": b"old", "afile": b"x"}, folders=("folder",), needle=out)
+
+
+def _weights_case(rng: random.Random, i: int) -> Case:
+    option, value = rng.choice([
+        ("--alpha", "nan"), ("--alpha", "1.5"), ("--alpha", "-0.1"), ("--alpha", ""),
+        ("--alpha", "0.9,x"), ("--alpha", "0.9,,0.8"), ("--alpha", "0," * 70000),
+        ("--alpha", "inf"), ("--block", "0"), ("--block", "-1"), ("--block", "1000000000"),
+        ("--kappa", "0"), ("--kappa", "nan"), ("--kappa", "-1"), ("--kappa", "inf"),
+        ("--plot", "taken.png"), ("--plot", "w.jpg2"), ("--plot", "afile/w.png")])
+    needle = value if option == "--plot" else option
+    return Case(kind="cmd:weights", label=f"{option}={value[:12]}",
+                args=("acceptance", "weights", option, value),
+                files={"taken.png": b"old", "afile": b"x"}, needle=needle)
+
+
+def _url_case(rng: random.Random, i: int) -> Case:
+    url = rng.choice(URLS)
+    return Case(kind="cmd:fit-url", label=url[:30],
+                args=("acceptance", "fit", url, "--out", f"w-{i}.yaml"), needle=url[:20])
+
+
+def _plan_case(rng: random.Random, i: int) -> Case:
+    choice = rng.randrange(5)
+    if choice == 0:
+        value = rng.choice(["chatt", "", "x" * 2000, "../workloads"])
+        return Case(kind="cmd:plan", label=f"workload:{value[:10]}",
+                    args=(*PLAN, "--workload", value, "--out", "r"), needle="")
+    if choice == 1:
+        option = rng.choice(["--min-tokens-per-s-per-user", "--target-throughput"])
+        value = rng.choice(["nan", "-1", "inf", "1e308", "x"])
+        return Case(kind="cmd:plan", label=f"{option}={value}",
+                    args=(*PLAN, option, value, "--out", "r"), needle=option)
+    if choice == 2:
+        out = rng.choice(["existing", "afile", "afile/r"])
+        return Case(kind="cmd:plan", label=f"out:{out}", args=(*PLAN, "--out", out),
+                    files={"existing/report.md": b"old\n", "afile": b"x"}, needle=out)
+    if choice == 3:
+        name = f"wl-{i}.yaml"
+        return Case(kind="cmd:plan", label="workload-file-binary",
+                    args=(*PLAN, "--workload", name, "--out", "r"),
+                    files={name: bytes(range(256))}, needle=name)
+    value = rng.choice(["tensorrt", "", "SGLANGX"])
+    return Case(kind="cmd:plan", label=f"engine:{value}",
+                args=(*PLAN, "--engine", value, "--out", "r"), needle="")
+
+
+def _recommend_case(rng: random.Random, i: int) -> Case:
+    choice = rng.randrange(3)
+    if choice == 0:
+        name = rng.choice(list(RANK_FILES))
+        data, expect = RANK_FILES[name]
+        return Case(kind="cmd:recommend", label=f"ranks:{name}",
+                    args=(*REC, "--ranks", name), files={name: data}, expect=expect,
+                    needle=name)
+    if choice == 1:
+        out = rng.choice(["taken.json", "folder", "afile/t.json", "t.png"])
+        return Case(kind="cmd:recommend", label=f"tree-out:{out}",
+                    args=(*REC, "--tree-out", out),
+                    files={"taken.json": b"{}", "afile": b"x"}, folders=("folder",),
+                    expect=VALID if out == "t.png" else INVALID, needle=out)
+    value = rng.choice(["0", "-1", "1000000", "x", "nan"])
+    return Case(kind="cmd:recommend", label=f"max-depth={value}",
+                args=(*REC, "--max-depth", value), needle="--max-depth")
+
+
 def all_cases(seed: int = SEED) -> list[Case]:
     """The whole campaign: 1,000+ cases, the same ones for the same seed."""
     rng = random.Random(seed)
     return (spec_cases(rng, 400) + misspelled_key_cases(rng, 40) + file_cases(rng, 150)
             + config_cases(rng, 120) + profile_cases(rng, 90) + metrics_cases(rng, 80)
-            + option_cases(rng, 160) + output_cases(rng, 36))
+            + option_cases(rng, 160) + output_cases(rng, 36)
+            + newer_command_cases(rng, 300))
 
 
 # --------------------------------------------------------------------------- running

@@ -13,7 +13,7 @@ import pytest
 from specsim.errors import SpecError
 from specsim.measurement.backends import point_bytes
 from specsim.measurement.calibrate import calibrate, calibrated_yaml, holdout_summary
-from specsim.measurement.profile_csv import write_profile
+from specsim.measurement.profile_csv import read_profile, write_profile
 from specsim.measurement.profiling import (
     ProfilePoint,
     make_backend,
@@ -290,3 +290,49 @@ def test_profile_and_calibrate_commands(tmp_path: Path, cpu_hardware: Path) -> N
     assert load_hardware(str(out)).is_calibrated
     with pytest.raises(SpecError, match="already calibrated"):
         calibrate(from_specsim(profile)[0], load_hardware(str(out)), source="x")
+
+
+# ---------------------------------------------------------------- which device, and is it better
+
+
+def test_gpu_product_reads_torch_and_datasheet_names() -> None:
+    from specsim.measurement.device_match import device_mismatch, gpu_product
+
+    # torch.cuda.get_device_name strings as torch prints them, and our datasheet names.
+    assert gpu_product("NVIDIA H100 80GB HBM3") == gpu_product("NVIDIA H100 SXM5 80GB") == "H100"
+    assert gpu_product("NVIDIA L40S") == "L40S" and gpu_product("NVIDIA L40") == "L40"
+    assert gpu_product("NVIDIA H200") == "H200" and gpu_product("AMD Instinct MI300X") == "MI300X"
+    assert gpu_product("AMD EPYC 7B13 64-Core Processor") is None
+    assert device_mismatch("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB") is None
+    assert "A100" in (device_mismatch("NVIDIA A100-SXM4-80GB", "NVIDIA H100 SXM5 80GB") or "")
+    assert device_mismatch("AMD EPYC", "NVIDIA H100 SXM5 80GB") is not None
+    assert device_mismatch("AMD EPYC", "nominal CPU") is None  # nothing to compare
+
+
+def test_a_cpu_profile_does_not_calibrate_an_h100(cpu_profile: Path, tmp_path: Path) -> None:
+    out = tmp_path / "h100.yaml"
+    refused = run("calibrate", str(cpu_profile), "--hardware", "h100-sxm", "--out", str(out))
+    assert refused.returncode == 2 and "--allow-device-mismatch" in refused.stderr
+    assert "not on a GPU named H100" in refused.stderr and not out.exists()
+
+
+def test_calibrated_profile_is_named_for_the_measured_device(
+        cpu_profile: Path, cpu_hardware: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cal.yaml"
+    fit = run("calibrate", str(cpu_profile), "--hardware", str(cpu_hardware), "--out",
+              str(out), "--force")
+    assert fit.returncode == 0, fit.stderr
+    device = read_profile(cpu_profile)[1]["device"]
+    assert load_hardware(str(out)).name == f"{device} (calibrated; datasheet: nominal CPU)"
+
+
+def test_overall_mape_weights_each_split_by_its_points() -> None:
+    from specsim.measurement.device_match import overall_mape
+
+    # Two splits: training 10% calibrated vs 20% datasheet (better), held out 30% vs 20%.
+    errors = pd.DataFrame({"split": ["train", "train", "holdout"], "points": [1, 3, 2],
+                           "mape_calibrated": [4.0, 12.0, 30.0],
+                           "mape_datasheet": [20.0, 20.0, 20.0]})
+    assert overall_mape(errors, "train") == (10.0, 20.0)  # (4 + 3 * 12) / 4
+    assert overall_mape(errors, "holdout") == (30.0, 20.0)
+    assert overall_mape(errors, "nothing") is None

@@ -17,6 +17,8 @@ from specsim.specs.hardware import load_hardware
 from specsim.speculation import engine_time
 from tests.test_cli import run
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
 ENGINE = {"name": "test", "version": "1", "launch": "eager", "source": "test numbers",
           "op_host_s": 1e-5, "per_pass_s": 1e-3}
 
@@ -218,3 +220,34 @@ def test_default_engine_is_sglang_and_named() -> None:
               "--nodes", "0,7", "--batch", "1")
     assert out.returncode == 0, out.stderr
     assert "; engine sglang;" in out.stdout.splitlines()[0]
+
+
+# ---------------------------------------------------------------- strict keys (issue 10)
+
+
+def test_a_misspelled_engine_key_names_the_file_and_the_closest_key(tmp_path: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load((REPO_ROOT / "engines" / "sglang.yaml").read_text(encoding="utf-8"))
+    for block, typo, right in ((data, "per_pass_ss", "per_pass_s"),
+                               (data["fit"], "row", "rows")):
+        block[typo] = block.pop(right)
+        path = tmp_path / "engine.yaml"
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        with pytest.raises(SpecError, match=f"engine.yaml.*'{typo}' \\(did you mean '{right}'"):
+            load_engine(str(path))
+        block[right] = block.pop(typo)
+
+
+def test_a_misspelled_published_field_names_the_row_and_the_closest_key(tmp_path: Path) -> None:
+    import yaml
+
+    source = sorted((REPO_ROOT / "workloads" / "published").glob("*.yaml"))[0]
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    row = data["rows"][0]
+    row["speeedup"] = row.pop("speedup", 2.0)
+    path = tmp_path / "rows.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(SpecError, match=f"rows.yaml: row '{row['id']}': unknown field "
+                                        "'speeedup' \\(did you mean 'speedup'"):
+        load_published([str(path)])

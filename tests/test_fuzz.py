@@ -21,7 +21,10 @@ def test_the_campaign_is_large_and_covers_every_class() -> None:
     assert len(CASES) >= 1000
     assert kinds >= {"spec:hardware", "spec:model", "spec:drafter", "spec:workload",
                      "spec:misspelled-key", "file", "config.json", "profile-csv",
-                     "vidur-folder", "vllm-metrics", "options", "output-path"}
+                     "vidur-folder", "vllm-metrics", "options", "output-path",
+                     "cmd:engines", "cmd:validate", "cmd:drafters-import", "cmd:from-probs",
+                     "cmd:rounds", "cmd:objectives", "cmd:weights", "cmd:fit-url", "cmd:plan",
+                     "cmd:recommend"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.kind}:{c.label}"[:60] for c in CASES])

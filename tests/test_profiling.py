@@ -321,3 +321,44 @@ def test_torch_cpu_profile_is_valid(tmp_path: Path) -> None:
     again, meta = read_profile(out)
     assert set(again["backend"]) == {"torch"} and "torch_version" in meta
     assert (again["time_p10_s"] <= again["time_p90_s"]).all()
+
+
+# ---------------------------------------------------------------- run-time estimate and budget
+
+
+def test_point_flops_by_hand() -> None:
+    from specsim.measurement.profile_budget import point_flops
+    from specsim.measurement.profiling import ProfilePoint
+
+    # A GEMM of 8 rows over a 4096 x 128256 LM head: 2 m k n = 2 * 8 * 4096 * 128256.
+    gemm = ProfilePoint(model="x", tp=1, op="lm_head", op_class="gemm", m=8, k=4096, n=128256,
+                        count=1)
+    assert point_flops(gemm) == 2 * 8 * 4096 * 128256
+    # Attention: QK^T (2 q keys d) and PV (2 q keys dv) per head and request.
+    att = ProfilePoint(model="x", tp=1, op="attention_decode", op_class="attention", k=32,
+                       n=128, batch=2, context=511, queries=1, kv_heads=8, v_dim=128)
+    assert point_flops(att) == 2 * 2 * 32 * 1 * 512 * (128 + 128)
+
+
+def test_budget_keeps_the_cheapest_kernels_and_names_what_it_skipped() -> None:
+    from specsim.measurement.profile_budget import (
+        DeviceRates,
+        kernel_s,
+        skipped_summary,
+        within_budget,
+    )
+    from specsim.specs.models import load_model
+
+    points = plan_profile(load_model("llama-3.1-8b"), tp=1, quick=True)
+    # A CPU-like device: 50 GFLOP/s, 10 GB/s, 5 us per kernel.
+    rates = DeviceRates(flops_per_s=50e9, bytes_per_s=10e9, floor_s=5e-6)
+    seconds = kernel_s(points, rates, elem_bytes=4.0, repeats=20, warmup=5)
+    kept, skipped = within_budget(points, seconds, 60.0)
+    assert len(kept) + len(skipped) == len(points) and kept and skipped
+    assert sum(seconds[k] for k in {p.kernel for p in kept}) <= 60.0
+    # Every skipped kernel costs at least as much as every kept one (cheapest first).
+    assert min(seconds[p.kernel] for p in skipped) >= max(seconds[p.kernel] for p in kept)
+    # The LM head at 320 rows is 2 * 320 * 4096 * 128256 = 336 GFLOP a run: 6.7 s at 50
+    # GFLOP/s, x 25 runs > 60 s, so it is skipped and named.
+    assert any(p.op == "lm_head" and p.m == 320 for p in skipped)
+    assert "lm_head" in skipped_summary(kept, skipped)

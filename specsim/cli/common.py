@@ -60,6 +60,12 @@ def echo(text: str) -> None:
     typer.echo(text)
 
 
+def note(text: str) -> None:
+    """A line for the person at the terminal (estimates, warnings), on stderr: stdout stays
+    the table or JSON."""
+    typer.echo(text, err=True)
+
+
 # The most each list option may ask for; --context's bound is its per-request length.
 LIMITS = {
     "--tokens": defaults.MAX_TOKENS_PER_PASS,

@@ -9,11 +9,30 @@ from typing import Annotated, Any
 
 import typer
 
-from specsim.cli.common import JsonOpt, echo, emit, to_json, to_table
+from specsim.cli.common import (
+    JsonOpt,
+    check_int,
+    check_number,
+    echo,
+    emit,
+    to_json,
+    to_table,
+)
 from specsim.cli.speculation import acceptance_app
 from specsim.errors import SpecError
+from specsim.specs.defaults import MAX_CONTEXT_TOKENS
 
 PlotOpt = Annotated[Path | None, typer.Option(help="Write the figure (PNG).")]
+ForceOpt = Annotated[bool, typer.Option(help="Overwrite an existing output file.")]
+# Most draft positions `acceptance weights` takes (as many as the largest tree).
+MAX_POSITIONS = 4096
+
+
+def _check_plot(plot: Path | None, force: bool) -> None:
+    from specsim.specs.io import PLOT_SUFFIXES, check_writable
+
+    if plot is not None:
+        check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
 # Rollouts and rounds each simulated by --check.
 CHECK_ROLLOUTS = 16
 CHECK_ROUNDS = 4000
@@ -41,11 +60,12 @@ def from_probs(
     import numpy as np
 
     from specsim.measurement.prob_arrays import check_pair, load_prob_arrays
-    from specsim.specs.io import write_yaml
+    from specsim.specs.io import check_writable, write_yaml
     from specsim.speculation.distributions import acceptance_from_probs, monte_carlo_check
 
-    if out.exists() and not force:
-        raise SpecError(f"{out}: exists; pass --force to overwrite")
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
+    check_int(max_draft, "--max-draft", low=1, high=MAX_POSITIONS)
+    check_int(context, "--context", low=0, high=MAX_CONTEXT_TOKENS)
     p, q = load_prob_arrays(target), load_prob_arrays(draft)
     check_pair(p, q)
     result = acceptance_from_probs(p, q, verification=verification, max_draft=max_draft)
@@ -157,9 +177,12 @@ def objectives(
     eta: Annotated[float, typer.Option(help="LK hybrid's eta in lambda = exp(-eta alpha).")]
     = 3.0,
     plot: PlotOpt = None,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit one Gaussian drafter by forward KL, reverse KL, TV and LK; print each alpha."""
+    _check_plot(plot, force)
+    check_number(eta, "--eta", low=0.0, high=100.0)
     from specsim.speculation.objectives import TOY_GRID, TOY_OBJECTIVES, fit_gaussian, toy_target
 
     grid, p, label = (TOY_GRID, toy_target(), "the article's toy") if target is None \
@@ -198,10 +221,15 @@ def weights(
     = 16,
     kappa: Annotated[float, typer.Option(help="Fixed schedule exp(-(k - 1) / kappa).")] = 7.0,
     plot: PlotOpt = None,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The weight tau puts on each position's acceptance, against a fixed loss schedule."""
     import numpy as np
+
+    _check_plot(plot, force)
+    check_int(block, "--block", low=1, high=MAX_POSITIONS)
+    check_number(kappa, "--kappa", low=0.0, high=1e6, low_open=True)
 
     from specsim.speculation.acceptance import tau_chain
     from specsim.speculation.objectives import fixed_schedule, normalized_position_weights
@@ -232,12 +260,15 @@ def _alphas(text: str, block: int) -> Any:
     import numpy as np
 
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",")]
     except ValueError:
-        raise SpecError(f"option --alpha: cannot read {text!r} (use e.g. 0.87 or "
+        raise SpecError(f"option --alpha: cannot read {text[:40]!r} (use e.g. 0.87 or "
                         "0.9,0.8,0.7)") from None
     if not values or any(not 0.0 <= v <= 1.0 for v in values):
-        raise SpecError(f"option --alpha: need acceptances in [0, 1], got {text!r}")
+        raise SpecError(f"option --alpha: need acceptances in [0, 1], got {text[:40]!r}")
+    if len(values) > MAX_POSITIONS:
+        raise SpecError(f"option --alpha: at most {MAX_POSITIONS:,} positions, got "
+                        f"{len(values):,}")
     if block < 1:
         raise SpecError(f"option --block: must be >= 1, got {block}")
     return np.array(values * block if len(values) == 1 else values, dtype=np.float64)

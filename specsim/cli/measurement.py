@@ -1,5 +1,6 @@
 """CLI commands that meet real hardware: profile (time kernels here) and calibrate (fit)."""
 
+import dataclasses
 import shlex
 import sys
 import time
@@ -14,7 +15,9 @@ from specsim.cli.common import (
     TpOpt,
     app,
     check_int,
+    check_number,
     echo,
+    note,
     to_json,
     to_table,
 )
@@ -64,7 +67,12 @@ def profile(
     dtype: Annotated[str | None, typer.Option(
         help="Expected dtype: bf16 on CUDA, fp32 on the CPU (the backend decides).")] = None,
     tp: TpOpt = 1,
-    quick: Annotated[bool, typer.Option(help="A short grid (seconds on a CPU).")] = False,
+    quick: Annotated[bool, typer.Option(
+        help="A short grid, cut to an estimated minute: the most expensive kernels (on a CPU "
+        "the large-m LM-head and MLP GEMMs of a real model) are skipped and listed.")] = False,
+    budget_s: Annotated[float | None, typer.Option(
+        "--budget-s", help="Skip the most expensive kernels so the estimated run time stays "
+        "under this many seconds (default: 60 with --quick, no limit otherwise).")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Cap the GEMM token grid.")] = None,
     repeats: Annotated[int, typer.Option(help="Timed runs per kernel (median, p10, p90).")]
     = 20,
@@ -72,7 +80,12 @@ def profile(
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Time the kernels T(n) is made of, for a model's shapes, on this machine's device."""
+    """Time the kernels T(n) is made of, for a model's shapes, on this machine's device.
+
+    Prints an estimate of the run time first (from each kernel's flops and bytes and this
+    device's speed on calibration GEMMs), then a progress line. A full 8B grid takes about a
+    minute on an H100 and hours on a CPU; --quick on a CPU keeps to about a minute.
+    """
     from specsim.measurement.profile_csv import write_profile
     from specsim.measurement.profiling import (
         make_backend,
@@ -92,18 +105,58 @@ def profile(
     if dtype is not None and dtype != engine.dtype:
         raise SpecError(f"option --dtype: the {kind} backend on {engine.device_name} times "
                         f"{engine.dtype}, not {dtype}")
+    from specsim.measurement.profile_budget import QUICK_BUDGET_S
+
+    check_number(budget_s, "--budget-s", low=1.0, high=1e6)
+    budget = budget_s if budget_s is not None else (QUICK_BUDGET_S if quick else None)
     points = plan_profile(spec, tp=tp, quick=quick, max_tokens=max_tokens)
+    points, skipped = _planned(points, engine, repeats=repeats, warmup=warmup, budget_s=budget)
     frame = run_profile(points, engine, repeats=repeats, warmup=warmup,
                         progress=_Progress(f"profiling {spec.slug}"))
     command = "specsim " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     meta = profile_metadata(spec, tp=tp, backend=engine, repeats=repeats, warmup=warmup,
                             command=command)
+    if skipped:
+        meta["skipped_over_budget"] = skipped
     write_profile(frame, out, meta, force=force)
     if as_json:
         echo(to_json({"out": str(out), "points": len(frame), "device": engine.device_name,
                       "dtype": engine.dtype}))
         return
     echo(f"wrote {out}: {len(frame)} points on {engine.device_name} ({engine.dtype})")
+
+
+def _planned(points: Any, engine: Any, *, repeats: int, warmup: int,
+             budget_s: float | None) -> tuple[Any, str]:
+    """The points to time within the budget, and what was skipped; the estimate on stderr."""
+    from specsim.measurement.profile_budget import (
+        format_duration,
+        kernel_s,
+        measure_rates,
+        skipped_summary,
+        within_budget,
+    )
+
+    rates = measure_rates(engine)
+    elem = 2.0 if engine.dtype in ("bf16", "fp16") else 4.0
+    seconds = kernel_s(points, rates, elem_bytes=elem, repeats=repeats, warmup=warmup)
+    speed = (f"{rates.flops_per_s / 1e9:,.0f} GFLOP/s and {rates.bytes_per_s / 1e9:,.1f} GB/s "
+             f"measured on calibration GEMMs")
+    note(f"estimate: {len(seconds)} kernels x {warmup + repeats} runs, about "
+         f"{format_duration(sum(seconds.values()))} on {engine.device_name} ({speed})")
+    if budget_s is None:
+        return points, ""
+    kept, skipped = within_budget(points, seconds, budget_s)
+    if not kept:
+        raise SpecError(f"option --budget-s: even the cheapest kernel takes about "
+                        f"{format_duration(min(seconds.values()))}, over {budget_s:g} s")
+    if not skipped:
+        return points, ""
+    summary = skipped_summary(kept, skipped)
+    kept_s = sum(seconds[k] for k in {p.kernel for p in kept})
+    note(f"budget {budget_s:g} s: timing {len(kept)} of {len(points)} points (about "
+         f"{format_duration(kept_s)}); skipped as too slow here: {summary}")
+    return kept, summary
 
 
 def _default_backend(device: str | None) -> str:
@@ -141,17 +194,28 @@ def calibrate(
         help="Write one row per measured point: shape, measured, predicted, split.")] = None,
     plot: Annotated[Path | None, typer.Option(
         help="Write measured vs datasheet vs calibrated GEMM time per layer (PNG).")] = None,
-    force: Annotated[bool, typer.Option(help="Overwrite existing output files.")] = False,
+    force: Annotated[bool, typer.Option(
+        help="Overwrite existing output files, and write a calibrated profile even when its "
+        "error is worse than the datasheet's.")] = False,
+    allow_device_mismatch: Annotated[bool, typer.Option(
+        "--allow-device-mismatch", help="Calibrate although the profile was measured on "
+        "another device than --hardware (e.g. a CPU against an H100 datasheet); the result "
+        "is named for the measured device.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit effective bandwidth, flops and overheads to measured kernels; write the profile."""
+    """Fit effective bandwidth, flops and overheads to measured kernels; write the profile.
+
+    The calibrated profile is named for the device the kernels ran on (the profile's
+    '# device:' line). A profile of another device than --hardware is refused, and so is a
+    fit whose error is worse than the datasheet's (both can be overridden, see below).
+    """
     from specsim.measurement.calibrate import (
         attention_kernel_sources,
         calibrated_yaml,
         holdout_summary,
     )
     from specsim.measurement.calibrate import calibrate as fit
-    from specsim.measurement.tables import measured_hardware, read_measurements
+    from specsim.measurement.tables import measured_hardware
     from specsim.specs.hardware import load_hardware
     from specsim.specs.io import PLOT_SUFFIXES, check_writable, read_yaml, write_yaml
 
@@ -165,7 +229,9 @@ def calibrate(
         raise SpecError("options --out, --predictions and --plot must name different files")
     slug, vidur_device = measured_hardware(profile_path, fmt, hardware=hardware, device=device)
     hw = load_hardware(slug)
-    points = read_measurements(profile_path, fmt, device=vidur_device)
+    points, measured_on = _measurements(profile_path, fmt, vidur_device)
+    if measured_on:
+        _check_device(profile_path, measured_on, hw, allow=allow_device_mismatch)
     if model is not None:
         from specsim.measurement.profile_csv import check_profile_matches_model
 
@@ -176,6 +242,15 @@ def calibrate(
         result = fit(points, hw, train_models=train, source="pending")
     except SpecError as err:
         raise SpecError(f"{profile_path}: cannot calibrate on these points ({err})") from None
+    if measured_on:
+        name = f"{measured_on} (calibrated; datasheet: {hw.name})"
+        result = dataclasses.replace(
+            result, hardware=dataclasses.replace(result.hardware, name=name))
+    worse = _worse_than_datasheet(result.errors)
+    if worse and not force:
+        _report(result, out, as_json, wrote=False)
+        raise SpecError(f"{profile_path}: the calibrated profile is worse than the datasheet "
+                        f"({worse}); not written (pass --force to write it anyway)")
     held = holdout_summary(result)
     summary = ", ".join(f"{k} {v:.1f}%" for k, v in held.items())
     data = "Vidur's public profiling tables (github.com/microsoft/vidur, data/profiling)" \
@@ -195,9 +270,50 @@ def calibrate(
     if plot is not None:
         from specsim.present.plots import calibration_figure
 
-        calibration_figure(result.points, plot, title=f"{hw.name}: {profile_path.name}")
+        calibration_figure(result.points, plot, title=f"{hw.name}: {profile_path.name}, "
+                           f"{split_rule}; weight GEMMs summed per layer")
     write_yaml(out, document, force=force)
+    if worse:
+        note(f"warning: the calibrated profile is worse than the datasheet ({worse}); "
+             "written because of --force")
     _report(result, out, as_json)
+
+
+def _measurements(path: Path, fmt: str, vidur_device: str) -> tuple[Any, str]:
+    """The tidy measurements and the device a specsim profile says it ran on ('' for Vidur,
+    whose device folder already chose the hardware)."""
+    from specsim.measurement.tables import from_specsim, read_measurements
+
+    if fmt != "specsim" or not path.is_file():
+        return read_measurements(path, fmt, device=vidur_device), ""
+    points, meta = from_specsim(path)
+    return points, meta.get("device", "")
+
+
+def _check_device(path: Path, measured_on: str, hw: Any, *, allow: bool) -> None:
+    from specsim.measurement.device_match import device_mismatch
+
+    why = device_mismatch(measured_on, hw.name)
+    if why is None:
+        return
+    message = (f"{path}: {why}, but --hardware is {hw.name}; use that device's hardware "
+               f"profile, or pass --allow-device-mismatch")
+    if not allow:
+        raise SpecError(message)
+    note(f"warning: {path}: {why}, --hardware is {hw.name}; the calibrated profile is named "
+         f"for {measured_on}")
+
+
+def _worse_than_datasheet(errors: Any) -> str:
+    """'' if the fit is no worse than the datasheet on any split, else the numbers."""
+    from specsim.measurement.device_match import overall_mape
+
+    worse = []
+    for split in ("train", "holdout"):
+        pair = overall_mape(errors, split)
+        if pair is not None and pair[0] > pair[1]:
+            worse.append(f"{split} MAPE {pair[0]:.1f}% calibrated vs {pair[1]:.1f}% datasheet")
+    return ", ".join(worse)
 
 
 def _prediction_rows(points: Any) -> Any:
@@ -212,7 +328,7 @@ def _write_csv(frame: Any, path: Path) -> None:
     atomic_write(path, lambda handle: frame.to_csv(handle, index=False, float_format="%.7g"))
 
 
-def _report(result: Any, out: Path, as_json: bool) -> None:
+def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True) -> None:
     errors = result.errors.round(2).to_dict("records")
     layers = result.layer_errors.round(2).to_dict("records") if len(result.layer_errors) else []
     regions = result.region_errors.round(2).to_dict("records") \
@@ -223,7 +339,7 @@ def _report(result: Any, out: Path, as_json: bool) -> None:
                       "summed_gemm_errors_by_region": regions,
                       "gemm_errors_by_weight_size": sizes, "notes": list(result.notes),
                       "tree_attention_slowdown": result.tree_attention_slowdown,
-                      "out": str(out)}))
+                      "name": result.hardware.name, "out": str(out) if wrote else None}))
         return
     echo(to_table(errors))
     if layers:
@@ -235,7 +351,8 @@ def _report(result: Any, out: Path, as_json: bool) -> None:
     if sizes:
         echo("\nsingle GEMMs by weight-shard size:")
         echo(to_table(sizes))
-    for note in result.notes:
-        echo(f"note: {note}")
+    for text in result.notes:
+        echo(f"note: {text}")
     echo(f"\ntree-masked / causal attention: {result.tree_attention_slowdown:.2f}x")
-    echo(f"wrote {out}")
+    if wrote:
+        echo(f"wrote {out}: {result.hardware.name}")

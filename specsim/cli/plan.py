@@ -33,12 +33,18 @@ def plan(
     force: Annotated[bool, typer.Option(help="Overwrite an existing report folder.")] = False,
 ) -> None:
     """Capacity plan: best speculation setting, batch, TP and GPU count at an SLO, as a report."""
+    from specsim.cli.common import check_number
+    from specsim.errors import SpecError
     from specsim.present.report import write_report
     from specsim.serving.plan import make_plan
 
-    if out.exists() and any(out.iterdir()) and not force:
-        from specsim.errors import SpecError
-
+    check_number(min_tokens_per_s_per_user, "--min-tokens-per-s-per-user", low=0.0, high=1e6,
+                 low_open=True)
+    check_number(target_throughput, "--target-throughput", low=0.0, high=1e12, low_open=True)
+    for folder in (out, *out.parents):
+        if folder.exists() and not folder.is_dir():
+            raise SpecError(f"{out}: {folder} is a file, not a folder; --out names a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
         raise SpecError(f"{out}: exists and is not empty; pass --force to overwrite")
     profile = None
     if acceptance is not None:

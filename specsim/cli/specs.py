@@ -134,6 +134,7 @@ def drafters_import(
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Turn a published drafter's config.json into a drafter YAML, checked against its target."""
+    from specsim.errors import SpecError
     from specsim.specs.drafter_import import import_drafter
     from specsim.specs.drafters import load_drafter
     from specsim.specs.hf_import import locate_config, read_config
@@ -151,7 +152,11 @@ def drafters_import(
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / out.name
         write_yaml(trial, spec, force=True)
-        drafter = load_drafter(str(trial))
+        try:
+            drafter = load_drafter(str(trial))
+        except SpecError as err:  # name the config the bad value came from, not the scratch
+            raise SpecError(str(err).replace(str(trial), f"{found.path} (as a drafter spec)")) \
+                from None
     write_yaml(out, spec, force=force)
     echo(f"wrote {out}: {drafter.family} drafter for {model.name}, "
          f"{drafter.params() / 1e9:.3f}B own parameters")

@@ -203,6 +203,7 @@ def recommend(
     if tree_out is not None:
         check_writable(tree_out, force=force)
     check_int(max_nodes, "--max-nodes", low=0, high=MAX_TREE_NODES)
+    check_int(max_depth, "--max-depth", low=1, high=MAX_TREE_NODES)
     check_number(min_user_rate, "--min-tokens-per-s-per-user", low=0.0, high=1e9)
     setup, profile = load_setup(
         hardware=hardware, model=model, drafter=drafter, alpha=alpha, workload=workload,

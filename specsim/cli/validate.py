@@ -35,16 +35,39 @@ def engines_list(as_json: JsonOpt = False) -> None:
     emit(rows, as_json)
 
 
+@engines_app.command("show")
+def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")],
+                 as_json: JsonOpt = False) -> None:
+    """One engine's terms, each with its source (or the rows it was fitted on)."""
+    from specsim.specs.engines import TERMS, load_engine
+
+    e = load_engine(name)
+    rows = [{"term": term, "value": getattr(e, term),
+             "source": "fitted on " + ", ".join(e.fitted_on) if term in e.fitted
+             else e.sources.get(term, "")} for term in (*TERMS, "bandwidth_efficiency")]
+    if as_json:
+        echo(to_json({"engine": e.slug, "name": e.name, "version": e.version,
+                      "launch": e.launch, "terms": rows}))
+        return
+    echo(f"{e.name} {e.version} (launch: {e.launch}); seconds unless named otherwise")
+    echo(to_table(rows))
+
+
 @app.command()
 def validate(
     published: Annotated[list[str] | None, typer.Option(
         help="Published file (slug or YAML path); repeat for several (default: all built-in).")]
     = None,
     plot: Annotated[Path | None, typer.Option(help="Write predicted vs measured (PNG).")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing --plot file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict every published row with tau held at its value; errors are held out by source."""
     from specsim.measurement.published import load_published
+    from specsim.specs.io import PLOT_SUFFIXES, check_writable
+
+    if plot is not None:
+        check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
     from specsim.measurement.validate import validate as run
 
     results = run(load_published(published))

@@ -13,10 +13,29 @@ from pathlib import Path
 
 from specsim.errors import SpecError
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.io import builtin_names, read_yaml, resolve_path
+from specsim.specs.io import (
+    MAX_INTEGER,
+    MAX_NUMBER,
+    builtin_names,
+    check_keys,
+    read_yaml,
+    resolve_path,
+    show,
+)
 
 NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
 REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "dataset", "method", "shape")
+# Every key a published file and a row may hold; any other key is an error naming the closest
+# one. A new field is one line here (and its reader, if it is read).
+FILE_KEYS = ("about", "rows")
+ROW_KEYS = (
+    *REQUIRED,
+    "engine_version", "tp", "group", "temperature", "weight_dtype",  # setup as published
+    "drafter", "drafter_spec", "drafter_takes_target_width",  # the drafter, and its spec
+    "draft_tokens", "depth", "topk",  # speculation setting
+    "tau", "acceptance_rate", "speedup", "baseline_tokens_per_s", "spec_tokens_per_s",  # measured
+    "assumed", "assumption", "notes",  # what the source does not give, and remarks
+)
 # The method of a plain-decoding row (a measured decoding step, tokens/s without speculation).
 PLAIN = "plain"
 # An engine specsim has no spec for: its rows are listed, never predicted.
@@ -67,6 +86,7 @@ def load_published(names: list[str] | None = None) -> list[PublishedRow]:
     for name in names if names is not None else builtin_names("published"):
         path = resolve_path("published", name)
         data = read_yaml(path)
+        check_keys(data, FILE_KEYS, str(path))
         items = data.get("rows")
         if not isinstance(items, list):
             raise SpecError(f"{path}: field 'rows' must be a list of rows")
@@ -79,7 +99,8 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
     if not isinstance(item, dict):
         raise SpecError(f"{where}: must be a mapping of fields")
     if "id" in item:
-        where = f"{path}: row '{item['id']}'"
+        where = f"{path}: row {show(item['id'], 40)}"
+    check_keys(item, ROW_KEYS, where)
     for key in REQUIRED:
         if item.get(key) in (None, ""):
             raise SpecError(f"{where}: field '{key}' is missing")
@@ -135,8 +156,9 @@ def _check_known(where: str, kind: str, name: str) -> None:
 
 def _int(item: dict[str, object], key: str, where: str, default: int | None = None) -> int:
     value = item.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise SpecError(f"{where}: field '{key}' must be a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_INTEGER:
+        raise SpecError(f"{where}: field '{key}' must be an integer in 1..{MAX_INTEGER:,}, "
+                        f"got {show(value)}")
     return value
 
 
@@ -148,6 +170,8 @@ def _optional_number(item: dict[str, object], key: str, where: str) -> float | N
     value = item.get(key)
     if value is None:
         return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-        raise SpecError(f"{where}: field '{key}' must be a positive number, got {value!r}")
+    if not isinstance(value, int | float) or isinstance(value, bool) or \
+            not 0 < value < MAX_NUMBER:
+        raise SpecError(f"{where}: field '{key}' must be a positive finite number, "
+                        f"got {show(value)}")
     return float(value)

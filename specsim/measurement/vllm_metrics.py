@@ -340,23 +340,35 @@ def is_url(source: str) -> bool:
 def fetch_metrics(url: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> str:
     """The text of a live vLLM /metrics endpoint (GET, `timeout_s` seconds at most per
     network operation); connection failures and HTTP errors are one line naming the URL."""
+    import http.client
     import urllib.error
+    import urllib.parse
     import urllib.request
 
+    shown = url if len(url) <= 80 else url[:77] + "..."
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as err:
+        raise SpecError(f"{shown}: not a valid URL ({err})") from None
+    if not parts.hostname or (port is not None and port == 0):
+        raise SpecError(f"{shown}: not a valid URL (need http://host:port/metrics)")
     request = urllib.request.Request(url, headers={"Accept": "text/plain"})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
             body: bytes = response.read(MAX_PAGE_BYTES + 1)
     except urllib.error.HTTPError as err:
-        raise SpecError(f"{url}: HTTP {err.code} {err.reason}") from None
+        raise SpecError(f"{shown}: HTTP {err.code} {err.reason}") from None
     except urllib.error.URLError as err:
-        raise SpecError(f"{url}: cannot connect ({err.reason})") from None
+        raise SpecError(f"{shown}: cannot connect ({err.reason})") from None
     except TimeoutError:
-        raise SpecError(f"{url}: no answer within {timeout_s:g} s") from None
+        raise SpecError(f"{shown}: no answer within {timeout_s:g} s") from None
     except OSError as err:
-        raise SpecError(f"{url}: cannot read ({err})") from None
+        raise SpecError(f"{shown}: cannot read ({err})") from None
+    except (http.client.HTTPException, ValueError) as err:
+        raise SpecError(f"{shown}: cannot read ({type(err).__name__}: {err})") from None
     if len(body) > MAX_PAGE_BYTES:
-        raise SpecError(f"{url}: page larger than {MAX_PAGE_BYTES} bytes; not a /metrics page")
+        raise SpecError(f"{shown}: page larger than {MAX_PAGE_BYTES} bytes; not a /metrics page")
     return body.decode("utf-8", errors="replace")
 
 
@@ -371,6 +383,10 @@ def read_metrics(source: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> tuple[st
     """(text, default name) of a saved /metrics page or vLLM log, or of a live endpoint URL."""
     if is_url(source):
         return fetch_metrics(source, timeout_s=timeout_s), "vllm-metrics"
+    scheme, sep, _ = source.partition("://")
+    if sep and scheme.isalpha():
+        raise SpecError(f"{source[:80]}: unsupported URL scheme '{scheme}' (use http:// or "
+                        "https://, or give a file path)")
 
     path = Path(source)
     return read_text(path, what="vLLM metrics page or log"), path.stem

@@ -37,43 +37,51 @@ def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:
     """Speedup versus drafted nodes per request, one curve per batch size, best marked.
 
     The article's tree figure: each curve rises while verification stays memory-bound and
-    falls once B (N + 1) passes the knee of T(n); a dot marks the best N for each batch size.
+    falls once B (N + 1) passes the knee of T(n); a dot marks the best N for each batch size,
+    and the legend (outside the axes, so it covers no curve) gives it, so no label can overlap
+    another. Batch sizes whose caches do not fit in memory are drawn dotted and grey and say so.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(9.0, 4.6), dpi=120)
     nodes = table.candidates.nodes
+    n_unique = np.unique(nodes)
     best = table.best("speedup")
+    fits = np.broadcast_to(np.asarray(table.fits, dtype=bool), table.batch.shape)
     for i, b in enumerate(table.batch):
         # For each N keep the best candidate (depth caps give several per N).
         speedup = table.speedup[i]
-        n_unique = np.unique(nodes)
         curve = np.array([speedup[nodes == n].max() for n in n_unique])
-        (line,) = ax.plot(np.maximum(n_unique, 0.8), curve, lw=1.6, label=f"B = {int(b)}")
+        x = np.maximum(n_unique, 0.8)
+        if not fits[i]:
+            ax.plot(x, curve, ls=":", lw=1.2, color="0.6",
+                    label=f"B = {int(b)}: does not fit in memory")
+            continue
         k = best[i]
-        ax.plot(max(nodes[k], 0.8), speedup[k], "o", color=line.get_color(), ms=7)
-        ax.annotate(f"{int(nodes[k])}", (max(nodes[k], 0.8), speedup[k]),
-                    textcoords="offset points", xytext=(4, 6), fontsize=8,
-                    color=line.get_color())
+        (line,) = ax.plot(x, curve, lw=1.6,
+                          label=f"B = {int(b)}: best N = {int(nodes[k])}, {speedup[k]:.2f}x")
+        ax.plot(max(nodes[k], 0.8), speedup[k], "o", color=line.get_color(), ms=6)
     ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("drafted nodes per request N (N = 0 plotted at 0.8)")
     ax.set_ylabel("speedup over plain decoding")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              title="batch size", title_fontsize=8)
     _save(fig, path)
 
 
-def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_models: int = 3
-                       ) -> None:
+def calibration_figure(points: pd.DataFrame, path: Path, *, title: str,
+                       max_models: int | None = None, columns: int = 4) -> None:
     """Summed GEMM time per layer versus tokens: measured, datasheet roofline, calibrated.
 
-    One panel per model (held-out models first), smallest TP degree; log-log axes so the flat
-    memory-bound part, the knee and the compute-bound slope are all visible.
+    One panel per model (every model unless `max_models`; held-out models first), smallest TP
+    degree, `columns` panels per row; log-log axes so the flat memory-bound part, the knee and
+    the compute-bound slope are all visible.
     """
     import matplotlib
 
@@ -87,9 +95,13 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_mode
         raise SpecError("no GEMM points to plot")
     order = sums.groupby("model")["split"].first().sort_values(ascending=True)  # holdout first
     models = list(order.index[:max_models])
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.8), dpi=120,
+    cols = min(columns, len(models))
+    rows_n = -(-len(models) // cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(3.6 * cols, 3.2 * rows_n + 0.5), dpi=120,
                              squeeze=False)
-    for ax, model in zip(axes[0], models, strict=True):
+    for ax in axes.flat[len(models):]:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models, strict=False):
         rows = sums[sums["model"] == model]
         rows = rows[rows["tp"] == rows["tp"].min()].sort_values("m")
         m = rows["m"].to_numpy(float)
@@ -102,8 +114,9 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str, max_mode
         ax.set_title(f"{model} (TP {int(rows['tp'].iloc[0])}, {split})", fontsize=8)
         ax.set_xlabel("tokens in the pass n")
         ax.grid(True, which="both", alpha=0.25)
-    axes[0][0].set_ylabel("weight-GEMM time per layer (ms)")
-    axes[0][0].legend(fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("weight-GEMM time per layer (ms)", fontsize=8)
+    axes[0][0].legend(fontsize=7, loc="upper left")
     fig.suptitle(title, fontsize=9)
     _save(fig, path)
 

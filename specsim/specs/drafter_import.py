@@ -21,6 +21,7 @@ from typing import Any
 
 from specsim.errors import SpecError
 from specsim.specs.drafters import FAMILIES
+from specsim.specs.io import show
 from specsim.specs.models import Model
 
 Config = Mapping[str, Any]
@@ -88,9 +89,10 @@ def _layers(config: Config, where: str, hidden: int) -> dict[str, Any]:
 def import_drafter(config: Config, *, target: Model, target_name: str, name: str, source: str,
                    where: str = "config.json", family: str | None = None) -> dict[str, Any]:
     """The drafter spec mapping; `target_name` is recorded as its target (slug or path)."""
-    fam = family or drafter_family(config, where)
+    fam = family if family is not None else drafter_family(config, where)
     if fam not in importable_families():
-        raise SpecError(f"{where}: drafter family '{fam}' is not importable; "
+        raise SpecError(f"{'option --family' if family is not None else where}: drafter family "
+                        f"{show(fam)} is not importable; "
                         f"known: {', '.join(importable_families())}")
     spec: dict[str, Any] = {"name": name, "family": fam, "target": target_name, "source": source}
     reader = FAMILIES[fam].config_reader

@@ -34,7 +34,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from specsim.errors import SpecError
-from specsim.specs.io import Fields, read_spec_file, resolve_path
+from specsim.specs.io import Fields, check_keys, read_spec_file, resolve_path
 
 LAUNCH_MODES = ("eager", "graphs", "none")
 # Terms validate fits (leave one source out) per launch mode; the rest come from sources only.
@@ -53,6 +53,14 @@ TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernel
          "per_pass_s", "per_request_s", "drafter_pass_s", "round_s", "moe_expert_floor_s")
 WEIGHT_DTYPES = ("fp8", "int4", "mxfp4")
 OP_KINDS = ("pass", "head", "round", "loop")
+# Every key an engine YAML may hold, per block; any other key is an error naming the closest
+# one. A new field is one line here (and its reader). `speculative` is the block of accepted
+# speculative settings, read whole by specsim.specs.engine_args.
+ENGINE_KEYS = ("name", "version", "source", "launch", "bandwidth_efficiency",
+               "weight_dtype_efficiency", "drafter_ops", "fit",
+               "speculative", *TERMS)
+FIT_KEYS = ("rows", "source", *sorted({k for terms in FITTABLE.values() for k in terms}))
+DRAFTER_OPS_KEYS = ("source", *OP_KINDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +138,7 @@ def load_engine(name: str) -> Engine:
         return ROOFLINE
     path = resolve_path("engines", name)
     spec = read_spec_file(path)
+    _check_engine_keys(spec.data, spec.path)
     f = Fields(spec.data, spec.path)
     numbers = {key: f.number(key, 0.0, minimum=0.0) for key in TERMS}
     fitted = _fitted_terms(f)
@@ -141,6 +150,19 @@ def load_engine(name: str) -> Engine:
                   weight_dtype_efficiency=_dtype_efficiency(f),
                   sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),
                   path=spec.path, **numbers)
+
+
+def _check_engine_keys(data: dict[str, object], path: str) -> None:
+    """Every key in ENGINE_KEYS, FIT_KEYS and DRAFTER_OPS_KEYS (one line naming the closest)."""
+    check_keys(data, ENGINE_KEYS, path)
+    fit = data.get("fit")
+    if isinstance(fit, dict):
+        check_keys(fit, FIT_KEYS, f"{path}: block 'fit'")
+    ops = data.get("drafter_ops")
+    if isinstance(ops, dict):
+        for family, value in ops.items():
+            if isinstance(value, dict):
+                check_keys(value, DRAFTER_OPS_KEYS, f"{path}: block 'drafter_ops.{family}'")
 
 
 def _drafter_ops(f: Fields) -> dict[str, dict[str, float]]:

@@ -75,6 +75,17 @@ def closest(name: str, valid: Iterable[str]) -> str:
     return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
 
 
+def check_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """Raise for the first key of `data` not in `allowed`, naming `where` (file, row or block)
+    and the closest allowed key. For YAML whose loader reads fields by hand (engines,
+    published rows), so a misspelled optional field is an error, not silently ignored."""
+    valid = list(allowed)
+    for key in data:
+        if key not in valid:
+            raise SpecError(f"{where}: unknown field {show(str(key), 40)}"
+                            f"{closest(str(key), valid)}")
+
+
 def _builtin_match(kind: str, name: str) -> Path | None:
     """The built-in file whose slug equals `name` regardless of case, if any."""
     for slug in builtin_names(kind):
@@ -239,7 +250,7 @@ def spec_from_mapping(data: Mapping[str, Any], where: str) -> SpecFile:
 def read_json(path: Path, *, what: str = "JSON file") -> Any:
     """Parse a JSON file, refusing nesting deeper than MAX_DEPTH before parsing."""
     text = read_text(path, what=what, limit=MAX_SPEC_BYTES)
-    _check_json_depth(text, path)
+    check_json_depth(text, path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -248,7 +259,7 @@ def read_json(path: Path, *, what: str = "JSON file") -> Any:
         raise SpecError(f"{path}: malformed JSON ({str(err)[:120]})") from None
 
 
-def _check_json_depth(text: str, path: Path) -> None:
+def check_json_depth(text: str, path: Path) -> None:
     """Count bracket depth outside strings; the json module recurses once per level."""
     depth, in_string, escaped = 0, False, False
     for char in text:

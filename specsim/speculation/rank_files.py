@@ -25,12 +25,15 @@ _TENSOR = re.compile(r"^\s*tensor\(\s*(\[.*?\])\s*(,[^)]*)?\)\s*$", re.S)
 
 def read_ranks(path: str | Path) -> tuple[float, ...]:
     """a_j from `path`; any problem is one SpecError naming the file and the entry."""
+    from specsim.specs.io import MAX_SPEC_BYTES, check_json_depth, read_text
+
     where = str(path)
+    text = read_text(Path(path), what="ranks file", limit=MAX_SPEC_BYTES)
+    check_json_depth(text, Path(path))  # brackets of JSON and flow YAML alike
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"{where}: cannot read ranks file ({err.__class__.__name__})") from None
-    values = _parse(text, where)
+        values = _parse(text, where)
+    except RecursionError:
+        raise SpecError(f"{where}: nested too deeply to be a list of ranks") from None
     if not isinstance(values, list):
         raise SpecError(f"{where}: ranks must be a list of numbers, got {type(values).__name__}")
     if not values:
