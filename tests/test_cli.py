@@ -88,14 +88,14 @@ def test_import_writes_and_refuses_to_overwrite(tmp_path: Path) -> None:
 
 BAD = [
     (["roofline", "--hardware", "h900"], "unknown hardware 'h900'"),
-    (["roofline", "--model", "llama-9"], "unknown models 'llama-9'"),
+    (["roofline", "--model", "llama-9"], "unknown model 'llama-9'"),
     (["roofline", "--tokens", "1,x"], "option --tokens: cannot read 'x'"),
     (["roofline", "--tokens", "-5"], "option --tokens"),
     (["roofline", "--tp", "3"], "option --tp: 3 does not split"),
     (["roofline", "--weight-dtype", "fp12"], "option --weight-dtype: 'fp12'"),
     (["roofline", "--compute-dtype", "fp4"], "no fp4 peak flops"),
     (["memory", "--memory-fraction", "0"], "option --memory-fraction: must be in (0, 1]"),
-    (["memory", "--drafter", "nope"], "unknown drafters 'nope'"),
+    (["memory", "--drafter", "nope"], "unknown drafter 'nope'"),
     (["hardware", "show", "missing.yaml"], "missing.yaml: no such hardware file"),
     (["models", "import", "nofile.json"], "nofile.json: cannot read"),
     (["roofline", "--tokens", "1", "--bogus"], "No such option"),

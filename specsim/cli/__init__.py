@@ -21,6 +21,7 @@ from specsim.cli import (  # noqa: F401  (registers)
     specs,
     speculation,
     validate,
+    workloads,
 )
 from specsim.cli.common import app
 from specsim.errors import SpecError

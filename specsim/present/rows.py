@@ -262,3 +262,31 @@ def serving_text(choice: Any, floor: float) -> str:
         return f"\nno batch size above fits in memory{where}"
     return (f"\nserve at batch {choice.batch}: {choice.throughput:,.0f} tokens/s per replica"
             f"{where} ({choice.tokens_per_s_per_user:,.0f} each)")
+
+
+def scenario_summary(scenario: Any) -> Row:
+    """One row of `workloads list`: lengths (median / p90 tokens) and acceptance."""
+    return {"workload": scenario.slug, "name": scenario.name,
+            "prompt_median": scenario.prompt.median, "prompt_p90": scenario.prompt.p90,
+            "output_median": scenario.output.median, "output_p90": scenario.output.p90,
+            "lengths": "given" if scenario.lengths_given else "defaults",
+            "alpha_1": scenario.acceptance.position_alphas[0],
+            "families": ", ".join(sorted(scenario.by_family)) or "-"}
+
+
+def scenario_rows(scenario: Any) -> list[Row]:
+    """`workloads show`: every length and acceptance profile with its source."""
+    rows: list[Row] = [
+        {"field": "name", "value": scenario.name, "source": scenario.path},
+        {"field": "context_tokens", "value": scenario.context, "source": scenario.source}]
+    for label, dist in (("prompt", scenario.prompt), ("output", scenario.output)):
+        rows += [{"field": f"{label}_tokens_median", "value": dist.median, "source": dist.source},
+                 {"field": f"{label}_tokens_p90", "value": dist.p90, "source": dist.source},
+                 {"field": f"{label}_tokens_mean", "value": dist.mean,
+                  "source": "derived: lognormal through median and p90"}]
+    profiles = [("acceptance", scenario.acceptance)]
+    profiles += [(f"acceptance.{k}", v) for k, v in sorted(scenario.by_family.items())]
+    for label, profile in profiles:
+        alphas = ", ".join(f"{a:.3f}" for a in profile.position_alphas[:8])
+        rows.append({"field": f"{label}.alphas", "value": alphas, "source": profile.source})
+    return rows

@@ -26,6 +26,9 @@ from specsim.errors import SpecError
 # libyaml's parser where PyYAML was built with it (several times faster), else the pure one.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
+# How an error names one spec of each kind.
+_SINGULAR = {"models": "model", "drafters": "drafter", "scenarios": "workload",
+             "engines": "engine", "published": "published file"}
 _FOLDERS = {
     "hardware": "hardware",
     "models": "workloads/models",
@@ -71,6 +74,10 @@ def closest(name: str, valid: Iterable[str]) -> str:
     """' (did you mean X?)' for the valid name closest to `name`, or '' when none is close."""
     options = list(valid)
     lowered = {v.lower(): v for v in options}
+    # a prefix ('h100', 'qwen3-8') first: up to three names it begins; else the nearest spelling
+    prefixed = sorted(v for v in lowered if len(name) >= 2 and v.startswith(name.lower()))
+    if 0 < len(prefixed) <= 3:
+        return f" (did you mean {' or '.join(repr(lowered[v]) for v in prefixed)}?)"
     match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
     return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
 
@@ -119,9 +126,11 @@ def resolve_path(kind: str, name: str) -> Path:
             raise SpecError(f"{shown}: no such {kind} file")
         return candidate
     if path is None or not path.is_file():
-        listing = "specsim hardware list" if kind == "hardware" else f"specsim {kind} list"
+        listing = {"scenarios": "specsim workloads list", "published": "specsim validate"
+                   }.get(kind, f"specsim {kind} list")
         shown = name if len(name) <= 60 else name[:57] + "..."
-        raise SpecError(f"unknown {kind} {shown!r}{closest(name, builtin_names(kind))}; "
+        raise SpecError(f"unknown {_SINGULAR.get(kind, kind)} {shown!r}"
+                        f"{closest(name, builtin_names(kind))}; "
                         f"see `{listing}`, or give a path to a YAML file")
     return path
 
