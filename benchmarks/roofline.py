@@ -7,7 +7,8 @@ Prints medians over repeats (shared machines are noisy; the median is the figure
 from __future__ import annotations
 
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -16,16 +17,12 @@ from specsim.specs.hardware import load_hardware
 from specsim.specs.io import builtin_names
 from specsim.specs.models import load_model
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import median_s  # noqa: E402
+
 REPEATS = 5
 
 
-def median_s(fn: object, repeats: int = REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -35,7 +32,7 @@ def main() -> None:
     rows = []
     for model in models:
         for hw in gpus:
-            t = median_s(lambda m=model, h=hw: forward_time_s(m, h, n, context=1024.0))
+            t = median_s(lambda m=model, h=hw: forward_time_s(m, h, n, context=1024.0), REPEATS)
             rows.append((model.slug, hw.slug, t))
     per_pair = [t for _, _, t in rows]
     worst = max(rows, key=lambda r: r[2])

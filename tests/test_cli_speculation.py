@@ -84,7 +84,7 @@ def test_acceptance_fit_writes_a_workload(tmp_path: Path) -> None:
     (["speedup", "--shape", "ring", "--alpha", "0.5", "--draft-cost", "0.1"],
      "shape 'ring' is not one of"),
     (["speedup", "--alpha", "0.5"], "give a drafter or a relative draft cost"),
-    (["recommend", "--workload", "nope"], "unknown scenarios 'nope'"),
+    (["recommend", "--workload", "nope"], "unknown workload 'nope'"),
     (["acceptance", "fit", "missing.txt", "--out", "x.yaml"], "missing.txt: cannot read"),
 ])
 def test_bad_speculation_input(args: list[str], message: str) -> None:

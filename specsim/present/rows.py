@@ -17,7 +17,7 @@ from specsim.specs.params import active_params, param_breakdown, total_params, w
 if TYPE_CHECKING:
     from specsim.measurement.vllm_metrics import SpecDecodeCounts
     from specsim.specs.drafters import Drafter
-    from specsim.speculation.speedup import SpeedupPoint
+    from specsim.speculation.speedup import Choice
 
 Row = dict[str, Any]
 
@@ -171,7 +171,7 @@ def memory_rows(plan: MemoryPlan) -> list[Row]:
     ]
 
 
-def speedup_rows(points: list[SpeedupPoint]) -> list[Row]:
+def speedup_rows(points: list[Choice]) -> list[Row]:
     """One row per (batch, N) of `best_per_nodes`; a batch that does not fit shows no speeds.
 
     plain_tokens_per_s_per_user is plain decoding's rate at the same batch size (the

@@ -26,58 +26,28 @@ from specsim.speculation.speedup import (
     OBJECTIVES,
     SHAPES,
     Candidates,
+    Choice,
     Setup,
     SpeedupTable,
     candidates_for,
     chain_candidates,
     check_choice,
+    choice_at,
     speedup_table,
 )
 from specsim.speculation.trees import sglang_pool_probabilities
+
+__all__ = ["Choice", "EngineCommand", "Recommendation", "engine_commands", "recommend",
+           "serving_batch", "sglang_algorithm", "vllm_flag"]
 
 # SGLang topk values tried for trees (topk 1 is a chain, scored per position).
 SGLANG_TOPK = (2, 3, 4, 5, 6, 8)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Choice:
-    """The best candidate at one batch size (nodes 0 = do not speculate)."""
-
-    batch: int
-    shape: str
-    nodes: int
-    depth: int
-    max_width: int
-    tau: float
-    round_s: float
-    speedup: float
-    tokens_per_s_per_user: float
-    throughput: float
-    fits: bool
-
-    @property
-    def sglang_flags(self) -> str:
-        """SGLang's triple: steps = depth, topk, draft tokens = nodes + 1 (a chain: topk 1)."""
-        if self.nodes == 0:
-            return "(no speculation)"
-        return (f"--speculative-num-steps {self.depth} --speculative-eagle-topk "
-                f"{max(self.max_width, 1)} --speculative-num-draft-tokens {self.nodes + 1}")
-
-
 def _choices(table: SpeedupTable, objective: str) -> list[Choice]:
     best = table.best(objective)
-    c: Candidates = table.candidates
-    rows = []
     round_s, speedup = table.round_s, table.speedup  # each property computes a full table
-    for i, k in enumerate(best.tolist()):
-        per_user = float(c.tau[k] / round_s[i, k])
-        rows.append(Choice(
-            batch=int(table.batch[i]), shape="none" if c.nodes[k] == 0 else c.shape[k],
-            nodes=int(c.nodes[k]), depth=int(c.depth[k]), max_width=int(c.max_width[k]),
-            tau=float(c.tau[k]), round_s=float(round_s[i, k]), speedup=float(speedup[i, k]),
-            tokens_per_s_per_user=per_user, throughput=float(table.batch[i]) * per_user,
-            fits=bool(table.fits[i])))
-    return rows
+    return [choice_at(table, i, k, round_s, speedup) for i, k in enumerate(best.tolist())]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -316,12 +316,18 @@ def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SpeedupPoint:
-    """One candidate at one batch size: N drafted nodes in `depth` levels, and what it gives."""
+class Choice:
+    """One candidate at one batch size, and what it gives (nodes 0 = do not speculate).
+
+    shape: "chain", "tree" or "none"; max_width: most children of one node (SGLang's topk);
+    round_s: seconds per round; throughput: tokens/s of the whole batch.
+    """
 
     batch: int
+    shape: str
     nodes: int
     depth: int
+    max_width: int
     tau: float
     round_s: float
     speedup: float
@@ -329,8 +335,30 @@ class SpeedupPoint:
     throughput: float
     fits: bool
 
+    @property
+    def sglang_flags(self) -> str:
+        """SGLang's triple: steps = depth, topk, draft tokens = nodes + 1 (a chain: topk 1)."""
+        if self.nodes == 0:
+            return "(no speculation)"
+        return (f"--speculative-num-steps {self.depth} --speculative-eagle-topk "
+                f"{max(self.max_width, 1)} --speculative-num-draft-tokens {self.nodes + 1}")
 
-def best_per_nodes(table: SpeedupTable, nodes: ArrayLike) -> list[SpeedupPoint]:
+
+def choice_at(table: SpeedupTable, i: int, k: int, round_s: FloatArray, speedup: FloatArray
+              ) -> Choice:
+    """The candidate k at batch index i of a table (round_s, speedup: the table's arrays,
+    computed once by the caller)."""
+    c = table.candidates
+    per_user = float(c.tau[k] / round_s[i, k])
+    return Choice(
+        batch=int(table.batch[i]), shape="none" if c.nodes[k] == 0 else c.shape[k],
+        nodes=int(c.nodes[k]), depth=int(c.depth[k]), max_width=int(c.max_width[k]),
+        tau=float(c.tau[k]), round_s=float(round_s[i, k]), speedup=float(speedup[i, k]),
+        tokens_per_s_per_user=per_user, throughput=float(table.batch[i]) * per_user,
+        fits=bool(table.fits[i]))
+
+
+def best_per_nodes(table: SpeedupTable, nodes: ArrayLike) -> list[Choice]:
     """Per batch size and requested N: the candidate of N nodes with the highest speedup.
 
     A table holds one candidate per (N, depth cap); this keeps the best depth cap for each N.
@@ -340,16 +368,11 @@ def best_per_nodes(table: SpeedupTable, nodes: ArrayLike) -> list[SpeedupPoint]:
     wanted = sorted({int(n) for n in np.atleast_1d(np.asarray(nodes))})
     round_s, speedup = table.round_s, table.speedup
     points = []
-    for i, b in enumerate(table.batch):
+    for i in range(table.batch.size):
         for n in wanted:
             index = np.flatnonzero(c.nodes == n)
             if index.size == 0:
                 continue
             k = int(index[np.argmax(speedup[i, index])])
-            per_user = float(c.tau[k] / round_s[i, k])
-            points.append(SpeedupPoint(
-                batch=int(b), nodes=n, depth=int(c.depth[k]), tau=float(c.tau[k]),
-                round_s=float(round_s[i, k]), speedup=float(speedup[i, k]),
-                tokens_per_s_per_user=per_user, throughput=float(b) * per_user,
-                fits=bool(table.fits[i])))
+            points.append(choice_at(table, i, k, round_s, speedup))
     return points
