@@ -57,22 +57,30 @@ def flash_splits(ctas: ArrayLike, key_blocks: ArrayLike, sm_count: int) -> Float
     ctas_a, blocks_a = np.broadcast_arrays(np.asarray(ctas, dtype=np.float64),
                                            np.asarray(key_blocks, dtype=np.float64))
     out = np.ones(ctas_a.shape)
-    if sm_count < 1:
+    split = ctas_a < SPLIT_FILL * sm_count
+    if sm_count < 1 or not split.any():
         return out
-    limit = int(min(MAX_SPLITS, sm_count, max(float(blocks_a.max(initial=1.0)), 1.0)))
+    # Only under-filled launches split, and a sweep repeats few (ctas, blocks) pairs: search
+    # the split count once per distinct pair.
+    pairs, back = np.unique(ctas_a[split] + 1j * blocks_a[split], return_inverse=True)
+    out[split] = _best_splits(pairs.real, pairs.imag, sm_count)[back.ravel()]
+    return out
+
+
+def _best_splits(ctas: FloatArray, blocks: FloatArray, sm_count: int) -> FloatArray:
+    """The heuristic's split count for each (ctas, key blocks) of an under-filled launch."""
+    limit = int(min(MAX_SPLITS, sm_count, max(float(blocks.max(initial=1.0)), 1.0)))
     s = np.arange(1, limit + 1, dtype=np.float64)
-    waves = ctas_a[..., None] * s / sm_count
+    waves = ctas[:, None] * s / sm_count
     eff = waves / np.ceil(np.maximum(waves, 1e-300))
-    per_chunk = np.ceil(blocks_a[..., None] / s)
-    previous = np.ceil(blocks_a[..., None] / np.maximum(s - 1, 1))
-    eligible = (s <= np.minimum(blocks_a[..., None], sm_count)) & (
+    per_chunk = np.ceil(blocks[:, None] / s)
+    previous = np.ceil(blocks[:, None] / np.maximum(s - 1, 1))
+    eligible = (s <= np.minimum(blocks[:, None], sm_count)) & (
         (s == 1) | (per_chunk != previous))
     eff = np.where(eligible, eff, 0.0)
     best = eff.max(axis=-1, keepdims=True)
-    choice = np.argmax(eligible & (eff >= SPLIT_TOLERANCE * best), axis=-1) + 1.0
-    split = ctas_a < SPLIT_FILL * sm_count
-    out = np.where(split, choice, 1.0)
-    return np.asarray(out, dtype=np.float64)
+    return np.asarray(np.argmax(eligible & (eff >= SPLIT_TOLERANCE * best), axis=-1) + 1.0,
+                      dtype=np.float64)
 
 
 def attention_kernel_time_s(
