@@ -320,12 +320,13 @@ def test_tn_curves_by_profile() -> None:
 
 
 def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> None:
-    from specsim.present.report import _fmt
+    from specsim.present.document import cell_text
     from specsim.specs.io import builtin_dir
 
     _, out = small_report
     md = (out / "report.md").read_text()
     assert "| tokens n | datasheet (ms) | expected real, transferred (ms) |" in md
     assert "calibrated_ms" not in md and "| 1,024 |" in md
-    assert _fmt(1820) == "1,820" and _fmt(26866.9) == "26,867" and _fmt(4.483) == "4.48"
+    assert cell_text(1820) == "1,820" and cell_text(26866.9) == "26,867"
+    assert cell_text(4.483) == "4.48"
     assert str(builtin_dir("hardware").parent) not in md  # no checkout path in the sources

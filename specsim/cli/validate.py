@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -104,33 +103,10 @@ def _row(v: Any) -> dict[str, Any]:
 
 
 def _summary(results: list[Any]) -> list[dict[str, Any]]:
-    """Median absolute error overall and per engine, drafter family, batch, metric, weight
-    dtype and MoE target."""
-    import numpy as np
+    """`validate`'s summary table: the library's errors per group, in percent, 0.1 apart."""
+    from specsim.measurement.validate import error_summary
 
-    done = [v for v in results if v.predicted is not None]
-    groups: list[tuple[str, list[Any]]] = [("all", done)]
-    keys: tuple[tuple[str, Callable[[Any], str]], ...] = (
-            ("with tau", lambda v: str(v.row.tau is not None).lower()),
-            ("engine", lambda v: v.row.engine), ("family", lambda v: v.group),
-            ("batch", lambda v: str(v.row.batch)), ("metric", lambda v: v.metric),
-            ("weights", lambda v: v.row.weight_dtype or "bf16"),
-            ("moe", lambda v: str(_is_moe(v.row.model)).lower()))
-    for label, key in keys:
-        for value in sorted({key(v) for v in done}):
-            groups.append((f"{label}={value}", [v for v in done if key(v) == value]))
-    out = []
-    for name, members in groups:
-        errors = np.array([v.error for v in members])
-        out.append({"group": name, "rows": len(members),
-                    "median_abs_error_pct": round(100 * float(np.median(np.abs(errors))), 1),
-                    "median_signed_error_pct": round(100 * float(np.median(errors)), 1),
-                    "wrong_sign": sum((v.predicted > 1) != (v.measured > 1) for v in members
-                                      if v.metric == "speedup")})
-    return out
-
-
-def _is_moe(model: str) -> bool:
-    from specsim.specs.models import load_model
-
-    return load_model(model).moe is not None
+    return [{"group": g.group, "rows": g.rows,
+             "median_abs_error_pct": round(100 * g.median_abs_error, 1),
+             "median_signed_error_pct": round(100 * g.median_signed_error, 1),
+             "wrong_sign": g.wrong_sign} for g in error_summary(results)]

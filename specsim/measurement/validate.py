@@ -20,6 +20,8 @@ fit: the error reported is held out.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -253,3 +255,58 @@ def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
             metric, measured = metric_of(r) or ("", 0.0)
             samples.append((row_parts(r, engine), metric, float(r.tau or 1.0), measured))
     return fit_terms(engine, samples)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupError:
+    """Held-out error of a group of predicted rows (fractions, not percent)."""
+
+    group: str
+    rows: int
+    median_abs_error: float
+    median_signed_error: float
+    wrong_sign: int  # speedup rows predicted on the other side of 1 than measured
+
+
+GROUP_KEYS: tuple[str, ...] = ("with tau", "engine", "family", "batch", "metric", "weights",
+                               "moe")
+
+
+def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
+                  ) -> list[GroupError]:
+    """Median errors of the predicted rows: all first, then per value of each key in `keys`
+    (group names 'key=value')."""
+    done = [v for v in results if v.predicted is not None]
+    key_of: dict[str, Callable[[Validation], str]] = {
+        "with tau": lambda v: str(v.row.tau is not None).lower(),
+        "engine": lambda v: v.row.engine, "family": lambda v: v.group,
+        "batch": lambda v: str(v.row.batch), "metric": lambda v: v.metric,
+        "weights": lambda v: v.row.weight_dtype or "bf16",
+        "moe": lambda v: str(_is_moe(v.row.model)).lower()}
+    groups: list[tuple[str, list[Validation]]] = [("all", done)]
+    for label in keys:
+        key = key_of[label]
+        for value in sorted({key(v) for v in done}):
+            groups.append((f"{label}={value}", [v for v in done if key(v) == value]))
+    out = []
+    for name, members in groups:
+        errors = np.array([v.error for v in members], dtype=np.float64)
+        out.append(GroupError(
+            group=name, rows=len(members), median_abs_error=float(np.median(np.abs(errors))),
+            median_signed_error=float(np.median(errors)),
+            wrong_sign=sum(((v.predicted or 0.0) > 1) != ((v.measured or 0.0) > 1)
+                           for v in members if v.metric == "speedup")))
+    return out
+
+
+@functools.cache
+def held_out_summary() -> tuple[GroupError, ...]:
+    """`error_summary` of every built-in published row, overall and per drafter family
+    (computed once per process: the leave-one-source-out fits take seconds)."""
+    from specsim.measurement.published import load_published
+
+    return tuple(error_summary(validate(load_published()), keys=("family",)))
+
+
+def _is_moe(model: str) -> bool:
+    return load_model(model).moe is not None

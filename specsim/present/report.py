@@ -1,21 +1,14 @@
 """The capacity-planning report of `specsim plan`: report.md, report.html, PNG plots, CSV tables.
 
-The report is a list of blocks (headings, paragraphs, tables, images, code) rendered twice:
-as Markdown next to its PNG and CSV files, and as one self-contained HTML page with the
-plots embedded as base64 PNG and no external reference.
+The report is a list of blocks (`present.document`) that its sections fill, rendered as
+Markdown next to its PNG and CSV files and as one self-contained HTML page.
 """
 
 from __future__ import annotations
 
-import base64
 import csv
 import dataclasses
-import functools
-import html
-import io
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +17,7 @@ import numpy as np
 from specsim.errors import SpecError
 from specsim.forward.cost import pass_cost
 from specsim.forward.shapes import batch_mix_passes
+from specsim.present.document import Block, Row, png_bytes, to_html, to_markdown, without_checkout
 from specsim.serving.capacity import Setting, pareto_front
 from specsim.serving.plan import (
     DrafterPlan,
@@ -35,7 +29,6 @@ from specsim.serving.plan import (
 from specsim.specs.hardware import Efficiency, Hardware
 from specsim.speculation.recommend import engine_commands
 
-Row = dict[str, Any]
 SECTIONS = (
     "Answer", "Forward-pass time T(n) and its knee", "Memory and maximum concurrency",
     "Speedup against drafted nodes", "Recommended chain or tree per batch size",
@@ -46,37 +39,6 @@ CONTEXTS = (512.0, 2048.0, 8192.0, 32768.0, 131072.0)
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
-    """kind: h2, p, table, img, code; text, rows or a file name."""
-
-    kind: str
-    text: str = ""
-    rows: tuple[Row, ...] = ()
-
-
-def _fmt(value: Any) -> str:
-    """Table cells as the text writes numbers: thousands separators, 3 significant digits."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int | np.integer):
-        return f"{int(value):,}"
-    if isinstance(value, float | np.floating):
-        v = float(value)
-        if not np.isfinite(v):
-            return "-"
-        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
-    return str(value)
-
-
-def _relative(text: str) -> str:
-    """Sources without this machine's checkout path (`workloads/...`, not `/home/.../...`)."""
-    from specsim.specs.io import builtin_dir
-
-    root = str(builtin_dir("hardware").parent) + "/"
-    return text.replace(root, "")
-
-
 def _setting_text(s: Setting) -> str:
     """'no speculation', 'a chain of 1 draft token', 'a tree of 12 nodes (depth 4, topk 3)'."""
     if s.nodes == 0:
@@ -84,85 +46,6 @@ def _setting_text(s: Setting) -> str:
     if s.shape == "chain":
         return f"a chain of {s.nodes} draft token{'s' if s.nodes > 1 else ''}"
     return f"a tree of {s.nodes} drafted nodes (depth {s.depth}, topk {s.max_width})"
-
-
-# ---- rendering -------------------------------------------------------------------------------
-
-def to_markdown(blocks: list[Block], title: str) -> str:
-    out = [f"# {title}", ""]
-    for b in blocks:
-        if b.kind == "h2":
-            out += [f"## {b.text}", ""]
-        elif b.kind == "p":
-            out += [b.text, ""]
-        elif b.kind == "code":
-            out += ["```", b.text, "```", ""]
-        elif b.kind == "img":
-            out += [f"![{b.text}]({b.text})", ""]
-        elif b.kind == "table" and b.rows:
-            keys = list(b.rows[0])
-            out.append("| " + " | ".join(keys) + " |")
-            out.append("|" + "".join("---|" if isinstance(b.rows[0][k], str) else "--:|"
-                                     for k in keys))
-            for r in b.rows:
-                out.append("| " + " | ".join(_fmt(r[k]).replace("|", "\\|") for k in keys)
-                           + " |")
-            out.append("")
-    return "\n".join(out)
-
-
-STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
-         "color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}"
-         "td,th{border:1px solid #bbb;padding:3px 7px;text-align:right}th{background:#eee}"
-         "pre{background:#f4f4f4;padding:.7em;overflow-x:auto;white-space:pre-wrap}"
-         "img{max-width:100%}")
-
-
-def to_html(blocks: list[Block], title: str, images: dict[str, bytes]) -> str:
-    """One page, plots inlined as data: URIs; no script, no external reference."""
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
-           f"<h1>{html.escape(title)}</h1>"]
-    for b in blocks:
-        if b.kind == "h2":
-            out.append(f"<h2>{html.escape(b.text)}</h2>")
-        elif b.kind == "p":
-            text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(b.text))
-            out.append(f"<p>{text}</p>")
-        elif b.kind == "code":
-            out.append(f"<pre><code>{html.escape(b.text)}</code></pre>")
-        elif b.kind == "img":
-            data = base64.b64encode(images[b.text]).decode("ascii")
-            out.append(f'<p><img alt="{html.escape(b.text)}" '
-                       f'src="data:image/png;base64,{data}"></p>')
-        elif b.kind == "table" and b.rows:
-            keys = list(b.rows[0])
-            out.append("<table><tr>" + "".join(f"<th>{html.escape(k)}</th>" for k in keys)
-                       + "</tr>")
-            for r in b.rows:
-                out.append("<tr>" + "".join(f"<td>{html.escape(_fmt(r[k]))}</td>"
-                                            for k in keys) + "</tr>")
-            out.append("</table>")
-    out.append("</body></html>")
-    return "\n".join(out)
-
-
-def _png(draw: Callable[[Any], None], size: tuple[float, float] = (7.5, 4.3)) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=size, dpi=110)
-    try:
-        draw(ax)
-        ax.grid(True, which="both", alpha=0.25)
-        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.12, top=0.92)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-    finally:
-        plt.close(fig)
-    return buf.getvalue()
 
 
 # ---- sections --------------------------------------------------------------------------------
@@ -241,7 +124,7 @@ def _section_tn(plan: Plan, add: Callable[..., None]) -> None:
             text += "No calibrated profile exists for this GPU (hardware/calibrated/). "
     text += f"The plan's numbers use the {hw.slug} profile ({_profile_kind(hw)})."
     add("p", text)
-    add("img", "tn.png", png=_png(draw))
+    add("img", "tn.png", png=png_bytes(draw))
     add("table", rows=rows, csv="tn.csv")
 
 
@@ -284,7 +167,7 @@ def _section_memory(plan: Plan, add: Callable[..., None]) -> None:
         "the serving model caps the batch at: "
         + ", ".join(f"TP {t.tp}: {t.max_concurrency:,}" for t in plan.drafters[0].tables)
         + ".")
-    add("img", "memory.png", png=_png(draw))
+    add("img", "memory.png", png=png_bytes(draw))
     add("table", rows=rows, csv="memory.csv")
 
 
@@ -343,7 +226,7 @@ def _speedup_png(plan: Plan, d: DrafterPlan) -> bytes:
                      f"{plan.scenario.slug}: {acceptance_text(d)}; {engine_shapes_text(d)}",
                      fontsize=9)
         ax.legend(fontsize=8)
-    return _png(draw, size=(7.5, 4.6))
+    return png_bytes(draw, size=(7.5, 4.6))
 
 
 def _section_speedup(plan: Plan, add: Callable[..., None]) -> None:
@@ -440,7 +323,7 @@ def _section_pareto(plan: Plan, add: Callable[..., None]) -> None:
         "engine-buildable speculation setting (chunked prefill included): the most output "
         "tokens/s per GPU at each speed per user, with each drafter and with plain decoding "
         "(dashed). Settings right of the SLO line meet it.")
-    add("img", "pareto.png", png=_png(draw))
+    add("img", "pareto.png", png=png_bytes(draw))
     add("table", rows=rows, csv="pareto.csv")
 
 
@@ -512,7 +395,7 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
         + " The table gives throughput as a multiple of plain decoding at the same load "
         "(x plain; below 1 is slower than none) and the mean draft length the adaptive "
         "policies choose.")
-    add("img", "policies.png", png=_png(draw))
+    add("img", "policies.png", png=png_bytes(draw))
     rows = []
     for i, b in enumerate(sw.batch):
         row: Row = {"batch": int(b)}
@@ -568,41 +451,27 @@ def _section_commands(plan: Plan, add: Callable[..., None]) -> None:
         add("code", text)
 
 
-@functools.cache
-def _validate_rows() -> tuple[Row, ...]:
-    from specsim.measurement.published import load_published
-    from specsim.measurement.validate import validate
-
-    results = [v for v in validate(load_published()) if v.error is not None]
-    errors = np.abs([float(v.error) for v in results]) * 100  # type: ignore[arg-type]
-    by_group: dict[str, list[float]] = {}
-    for v, e in zip(results, errors, strict=True):
-        by_group.setdefault(v.group, []).append(float(e))
-    rows: list[Row] = [{"group": "all", "rows": len(errors),
-                        "median abs error (%)": float(np.median(errors))}]
-    rows += [{"group": g, "rows": len(e), "median abs error (%)": float(np.median(e))}
-             for g, e in sorted(by_group.items())]
-    return tuple(rows)
-
-
 def validate_rows() -> list[Row]:
-    """`specsim validate`'s held-out error per group, all rows first (computed once)."""
-    return [dict(r) for r in _validate_rows()]
+    """`specsim validate`'s held-out error, all rows first, then per drafter family."""
+    from specsim.measurement.validate import held_out_summary
+
+    return [{"group": g.group.removeprefix("family="), "rows": g.rows,
+             "median abs error (%)": 100 * g.median_abs_error} for g in held_out_summary()]
 
 
 def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
     sc = plan.scenario
     rows: list[Row] = [
         {"assumption": "prompt tokens", "value": f"median {sc.prompt.median:g}, p90 "
-         f"{sc.prompt.p90:g}", "source": _relative(sc.prompt.source)},
+         f"{sc.prompt.p90:g}", "source": without_checkout(sc.prompt.source)},
         {"assumption": "output tokens", "value": f"median {sc.output.median:g}, p90 "
-         f"{sc.output.p90:g}", "source": _relative(sc.output.source)},
+         f"{sc.output.p90:g}", "source": without_checkout(sc.output.source)},
     ]
     for d in plan.drafters:
         if d.profile is not None:
             rows.append({"assumption": f"acceptance of {d.name}",
                          "value": acceptance_text(d),
-                         "source": _relative(d.profile.source)})
+                         "source": without_checkout(d.profile.source)})
     rows += [
         {"assumption": "memory", "value": "90% of HBM usable, 8,192-token workspace",
          "source": "vLLM defaults (gpu_memory_utilization, max_num_batched_tokens)"},
@@ -611,7 +480,7 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
         {"assumption": "engine", "value": plan.engine, "source": "engines/ (specsim engines)"},
         {"assumption": "hardware", "value": f"{plan.hardware.name} ({plan.hardware.slug}, "
          f"{_profile_kind(plan.hardware)})",
-         "source": _relative(next(iter(plan.hardware.sources.values()), ""))},
+         "source": without_checkout(next(iter(plan.hardware.sources.values()), ""))},
     ]
     add("table", rows=rows, csv="assumptions.csv")
     err_rows = validate_rows()
