@@ -34,6 +34,7 @@ ROW_KEYS = (
     "drafter", "drafter_spec", "drafter_takes_target_width",  # the drafter, and its spec
     "draft_tokens", "depth", "topk",  # speculation setting
     "tau", "acceptance_rate", "speedup", "baseline_tokens_per_s", "spec_tokens_per_s",  # measured
+    "sweep_reference",  # the row of the same sweep its speedup is compared with (no tau)
     "assumed", "assumption", "notes",  # what the source does not give, and remarks
 )
 # The method of a plain-decoding row (a measured decoding step, tokens/s without speculation).
@@ -68,6 +69,9 @@ class PublishedRow:
     spec_tokens_per_s: float | None  # measured tokens/s with speculation (all requests)
     assumed: tuple[str, ...]
     weight_dtype: str = ""  # stored weights when they differ from the model's ('' = its own)
+    # A batch sweep without tau: the id of the sweep's row this row's speedup is divided by
+    # (same setting, another batch); tau cancels in the ratio, so the row tests the trend.
+    sweep_reference: str | None = None
 
     @property
     def source_key(self) -> str:
@@ -91,7 +95,29 @@ def load_published(names: list[str] | None = None) -> list[PublishedRow]:
         if not isinstance(items, list):
             raise SpecError(f"{path}: field 'rows' must be a list of rows")
         rows += [_row(item, path, i) for i, item in enumerate(items)]
+    _check_sweeps(rows)
     return rows
+
+
+def _check_sweeps(rows: list[PublishedRow]) -> None:
+    """A sweep reference names another row of the same file, with a speedup and no reference
+    of its own, in the same setting but for the batch."""
+    by_id = {r.id: r for r in rows}
+    for r in rows:
+        if r.sweep_reference is None:
+            continue
+        where = f"published file '{r.file}': row {r.id}: field 'sweep_reference'"
+        ref = by_id.get(r.sweep_reference)
+        if ref is None or ref.file != r.file or ref.id == r.id:
+            raise SpecError(f"{where}: no other row {r.sweep_reference!r} in the same file")
+        if ref.sweep_reference is not None or ref.speedup is None or r.speedup is None:
+            raise SpecError(f"{where}: both rows need a measured speedup, and the reference "
+                            "no reference of its own")
+        same = ("model", "hardware", "engine", "tp", "method", "drafter_spec", "shape",
+                "draft_tokens", "depth", "weight_dtype")
+        differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
+        if differ:
+            raise SpecError(f"{where}: the reference differs in {', '.join(differ)}")
 
 
 def _row(item: object, path: Path, index: int) -> PublishedRow:
@@ -123,7 +149,9 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         baseline_tokens_per_s=_optional_number(item, "baseline_tokens_per_s", where),
         spec_tokens_per_s=_optional_number(item, "spec_tokens_per_s", where),
         assumed=tuple(str(a) for a in item.get("assumed") or ()),
-        weight_dtype=_weight_dtype(item, where))
+        weight_dtype=_weight_dtype(item, where),
+        sweep_reference=None if item.get("sweep_reference") is None
+        else str(item["sweep_reference"]))
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:

@@ -10,6 +10,7 @@ counts are computed once; the engine terms then enter as
     baseline = max(B0, ops c) + per_pass + per_request B
     round    = max(V0, ops c) + per_pass + per_request B
                + max(D0, passes drafter_ops c) + passes drafter_pass + round_ops c + loop round_s
+               + round_request B
 
 (c: host seconds per eager op; see `speculation.engine_time`). The terms an engine fits
 (`Engine.fittable`) are fitted, bounded to their physical ranges, by least squares on the log
@@ -41,8 +42,11 @@ from specsim.speculation.speedup import Candidates, Setup, speedup_table
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
 ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
-          "moe_expert_floor_s")
-METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s")
+          "moe_expert_floor_s", "round_request_s")
+NO_TAU = "no published tau (only the speedup or tokens/s)"
+METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "relative_speedup")
+# relative_speedup: a batch-sweep row without tau, its speedup over that of the sweep's
+# reference row (same setting, another batch); tau cancels, the trend with batch is tested.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +81,8 @@ class RoundParts:
             draft = (max(self.draft_s, self.passes * self.drafter_ops * c)
                      + self.passes * terms["drafter_pass_s"])
         round_s = (max(verify_s, self.target_ops * c) + fixed + draft
-                   + self.round_ops * c + self.loop * terms["round_s"])
+                   + self.round_ops * c + self.loop * terms["round_s"]
+                   + terms["round_request_s"] * self.batch)
         if metric == "tokens_per_s":
             return tau * self.batch / round_s
         return tau * baseline / round_s
@@ -107,8 +112,12 @@ class Validation:
         return self.row.group
 
 
-def metric_of(row: PublishedRow) -> tuple[str, float] | None:
-    """What the row measured that specsim predicts, and its value (None: nothing usable)."""
+def metric_of(row: PublishedRow, reference: PublishedRow | None = None
+              ) -> tuple[str, float] | None:
+    """What the row measured that specsim predicts, and its value (None: nothing usable).
+    reference: the row's sweep reference, for a row that has one and no tau."""
+    if row.tau is None and reference is not None and row.speedup and reference.speedup:
+        return "relative_speedup", row.speedup / reference.speedup
     if row.plain:
         if row.baseline_tokens_per_s is None:
             return None
@@ -133,8 +142,10 @@ def unpredictable(row: PublishedRow) -> str:
         return "" if row.baseline_tokens_per_s else "plain row without a measured tokens/s"
     if row.drafter_spec is None:
         return f"method '{row.method}' has no drafter model in specsim"
+    if row.tau is None and row.sweep_reference is None:
+        return NO_TAU
     if row.tau is None:
-        return "no published tau (only the speedup or tokens/s)"
+        return ""
     if metric_of(row) is None:
         return "no measured speedup or tokens/s (tau only)"
     if row.draft_tokens is None or row.depth is None:
@@ -197,7 +208,22 @@ def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
         intermediate_size=target.intermediate_size, vocab_size=target.vocab_size)
 
 
-Sample = tuple[RoundParts, str, float, float]  # parts, metric, tau, measured
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """A predictable row: its parts, metric, tau and measured value (and for a
+    relative_speedup row, the parts of its sweep's reference row)."""
+
+    parts: RoundParts
+    metric: str
+    tau: float
+    measured: float
+    reference: RoundParts | None = None
+
+    def predict(self, terms: dict[str, float]) -> float:
+        if self.reference is None:
+            return self.parts.predict(self.metric, self.tau, terms)
+        return (self.parts.predict("speedup", 1.0, terms)
+                / self.reference.predict("speedup", 1.0, terms))
 
 
 def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
@@ -210,8 +236,7 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
 
     def residuals(x: np.ndarray) -> np.ndarray:
         t = {**terms, **dict(zip(names, (float(v) for v in x), strict=True))}
-        return np.array([np.log(p.predict(m, tau, t) / measured)
-                         for p, m, tau, measured in samples])
+        return np.array([np.log(sample.predict(t) / sample.measured) for sample in samples])
 
     low = np.array([FIT_BOUNDS[k][0] for k in names])
     high = np.array([FIT_BOUNDS[k][1] for k in names])
@@ -223,38 +248,58 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
 
 def validate(rows: list[PublishedRow]) -> list[Validation]:
     """Every row: predicted with its engine's terms fitted on the other sources, or why not."""
-    engines: dict[str, Engine] = {}
-    samples: dict[str, Sample] = {}
+    samples = _samples(rows)
     out: dict[str, Validation] = {}
     for row in rows:
-        reason = unpredictable(row)
-        if reason:
-            out[row.id] = Validation(row=row, reason=reason)
+        if row.id not in samples:
+            out[row.id] = Validation(row=row, reason=_reason(row, rows))
             continue
-        engine = engines.setdefault(row.engine, load_engine(row.engine))
-        metric, measured = metric_of(row) or ("", 0.0)
-        samples[row.id] = (row_parts(row, engine), metric, float(row.tau or 1.0), measured)
-    for row in (r for r in rows if r.id in samples):
-        engine = engines[row.engine]
+        engine = load_engine(row.engine)
         train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
                  and r.source_key != row.source_key]
         terms = fit_terms(engine, train)
-        parts, metric, tau, measured = samples[row.id]
-        out[row.id] = Validation(row=row, metric=metric, measured=measured,
-                                 predicted=parts.predict(metric, tau, terms), terms=terms,
+        sample = samples[row.id]
+        out[row.id] = Validation(row=row, metric=sample.metric, measured=sample.measured,
+                                 predicted=sample.predict(terms), terms=terms,
                                  held_out=bool(train) or not engine.fittable)
     return [out[r.id] for r in rows]
 
 
+def _reason(row: PublishedRow, rows: list[PublishedRow]) -> str:
+    """Why a row has no sample: unpredictable, or the reference of a sweep."""
+    reason = unpredictable(row)
+    if row.tau is None and any(r.sweep_reference == row.id for r in rows) and (
+            not reason or reason == NO_TAU):
+        return "reference of its batch sweep (no tau): the sweep's other rows divide by it"
+    return reason
+
+
+def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[str, Sample]:
+    """A Sample for every predictable row (of one engine, if given)."""
+    by_id = {r.id: r for r in rows}
+    engines: dict[str, Engine] = {}
+    parts: dict[str, RoundParts] = {}
+    out: dict[str, Sample] = {}
+    for row in rows:
+        if unpredictable(row) or (engine_slug is not None and row.engine != engine_slug):
+            continue
+        reference = by_id.get(row.sweep_reference or "") if row.tau is None else None
+        found = metric_of(row, reference)
+        if found is None:
+            continue
+        engine = engines.setdefault(row.engine, load_engine(row.engine))
+        for r in (row, reference):
+            if r is not None and r.id not in parts:
+                parts[r.id] = row_parts(r, engine)
+        out[row.id] = Sample(parts=parts[row.id], metric=found[0], tau=float(row.tau or 1.0),
+                             measured=found[1],
+                             reference=None if reference is None else parts[reference.id])
+    return out
+
+
 def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
     """Engine terms fitted on every predictable row of that engine (what its YAML ships)."""
-    engine = load_engine(engine_slug)
-    samples: list[Sample] = []
-    for r in rows:
-        if r.engine == engine_slug and not unpredictable(r):
-            metric, measured = metric_of(r) or ("", 0.0)
-            samples.append((row_parts(r, engine), metric, float(r.tau or 1.0), measured))
-    return fit_terms(engine, samples)
+    return fit_terms(load_engine(engine_slug), list(_samples(rows, engine_slug).values()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

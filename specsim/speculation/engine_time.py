@@ -4,6 +4,7 @@
     draft_s  = max(draft_kernel_s / efficiency, passes x drafter_ops x op_host_s)
                + passes x drafter_pass_s
     round_s  = verify pass_s + draft_s + round_ops x op_host_s + loop x round_s (engine)
+               + round_request_s B
 
 An eager engine issues every op from Python; the host runs ahead of the GPU, so a pass takes
 the longer of the two. Its op counts are the target's layers x kernels_per_layer plus the
@@ -94,6 +95,13 @@ def round_host_s(engine: Engine, drafter: Drafter | None) -> float:
     family = NO_DRAFTER if drafter is None else drafter.family
     return (round_kernels(engine, drafter) * engine.op_host_s
             + engine.ops(family, "loop") * engine.round_s)
+
+
+def round_request_s(engine: Engine, batch: ArrayLike) -> FloatArray:
+    """Host seconds per round that grow with the batch: each request's accepted tokens are
+    appended, checked for a finish and streamed, and a speculative round does this outside
+    the GPU's time (plain decoding overlaps it with the next step)."""
+    return np.asarray(engine.round_request_s * np.asarray(batch, dtype=np.float64))
 
 
 def loop_share(engine: Engine, drafter: Drafter | None) -> float:

@@ -269,6 +269,8 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
         baseline, verify, draft = _engine_times(setup, setup.engine, b, baseline, verify, draft,
                                                 np.where(grid_n > 0, passes, 0.0))
         overhead += engine_time.round_host_s(setup.engine, setup.drafter)
+        verify = verify + np.where(candidates.nodes > 0,
+                                   engine_time.round_request_s(setup.engine, b)[:, None], 0.0)
     return SpeedupTable(
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
