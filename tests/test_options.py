@@ -169,8 +169,12 @@ def test_vidur_device_follows_the_data_or_the_hardware(tmp_path: Path) -> None:
     assert vidur_target(both, hardware="a100-80g-sxm", device=None) == ("a100-80g-sxm", "a100")
     assert vidur_target(both, hardware=None, device="a100") == ("a100-80g-sxm", "a100")
     assert device_of_hardware("calibrated/a100-80g-sxm-vidur") == "a100"
+    # Vidur's h100 folder is the SXM part (its device config: 1,000 dense fp16 TFLOP/s)
+    h100 = _vidur_folder(tmp_path / "h100", "h100")
+    assert vidur_target(h100, hardware=None, device=None) == ("h100-sxm", "h100")
+    assert device_of_hardware("h100-sxm") == "h100"
     with pytest.raises(SpecError, match="pass --device"):
-        device_of_hardware("h100-sxm")
+        device_of_hardware("mi300x")
     # the specsim format: the hardware everyone defaults to
     assert measured_hardware(tmp_path / "p.csv", "specsim", hardware=None, device=None) \
         == (DEFAULT_HARDWARE, "")

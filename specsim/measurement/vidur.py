@@ -41,8 +41,10 @@ SHAPE_COLUMNS: tuple[str, ...] = (
     "num_tensor_parallel_workers",
 )
 # Vidur's device folders and the built-in GPU profile of each (Vidur profiled the A100 80GB
-# SXM and the A40; its folders are named by GPU family only).
-DEVICE_HARDWARE: dict[str, str] = {"a100": "a100-80g-sxm", "a40": "a40"}
+# SXM, the A40 and the H100 80GB; its folders are named by GPU family only). The H100 is the
+# SXM part: Vidur's device config for it gives 1,000 dense fp16 TFLOP/s (the SXM datasheet's
+# 989; the PCIe card has 756), microsoft/vidur vidur/config/device_sku_config.py.
+DEVICE_HARDWARE: dict[str, str] = {"a100": "a100-80g-sxm", "a40": "a40", "h100": "h100-sxm"}
 _STATS: tuple[str, ...] = ("min", "max", "median")
 _MS_TO_S = 1e-3
 
