@@ -10,11 +10,20 @@ the GPU, which the measured A100 table (Vidur, Llama-70B shape at TP 2) shows pl
   measured time jumps where batch x 4 passes 108, 216 and 432 (batch 28, 55, 109).
 - When the CTAs fill less than 0.8 of the SMs, the keys of each CTA are split into
   ``num_splits`` chunks (FlashAttention 2's heuristic, `flash_splits`, a step function of the
-  key length and the SM count) and a combine kernel merges them: the time at batch 1 stays
-  at about 17 us from 4,000 down to 160 keys, and is 12 us below 128 keys (one block, no
-  split); batch 21 (84 CTAs) takes 17 us at 32 keys, batch 22 (88 CTAs, no split) 9 us.
-- A CTA alone on the GPU streams its blocks at a per-SM bandwidth (``sm_bandwidth``); once
-  many are running they share the HBM bandwidth (``bandwidth`` of the datasheet).
+  key length and the SM count) and a combine kernel merges them. The heuristic sees the
+  launch's key length: over a paged cache that is the block table's width, which a profiler
+  or a CUDA graph pads (``split_keys``; Vidur's table: 4,096, its maximum model length, so a
+  short context is split as if it were 4,096 keys long). Splits past the real keys launch,
+  find nothing and exit: the table's batch 14-21 at 32 keys take 16-17 us (5 splits, 280-420
+  CTAs launched), batch 13 12 us (2 splits, 104 CTAs), batch 22 9 us (88 CTAs, no split); at
+  batch 1 (16 splits of 2 blocks) the time stays flat from 129 keys on. Each wave of
+  ``sm_count`` launched CTAs adds ``combine_s`` (partial results written and merged).
+- Two CTAs fit on an SM (its shared memory holds two of the 64 x 128 tiles), so CTAs run in
+  rounds of 2 x ``sm_count``; two resident CTAs share the SM's flops. A CTA streams its blocks
+  at the bandwidth one CTA reaches (``sm_bandwidth``, latency bound: below one SM's share of
+  the datasheet on the A100) or at its share of the HBM bandwidth (``bandwidth``), whichever
+  is lower: at 4,032 keys batch 54 (216 CTAs, one round) takes 255 us, batch 55-108 (two
+  rounds) 347-511 us.
 - Causal prefill: the CTA of query block i sees only the keys before its last row, so the
   CTAs' work differs; ``causal_skip`` is the share of the masked key blocks the kernel skips
   (1: all, as FlashAttention does; fitted, since a chunked-prefill kernel over a paged cache
@@ -42,6 +51,8 @@ BLOCK_N = 128
 SPLIT_FILL = 0.8
 SPLIT_TOLERANCE = 0.85
 MAX_SPLITS = 128
+# CTAs resident on one SM: its shared memory holds two of the kernel's 64 x 128 tiles.
+SLOTS_PER_SM = 2
 # No fitted terms: the datasheet's bandwidth and flops, no overheads.
 IDEAL = AttentionKernelEfficiency()
 
@@ -121,10 +132,13 @@ def attention_kernel_time_s(
     keys = ctx + q
     key_blocks = np.ceil(keys / block_n)
     ctas = b * heads * m_blocks
-    splits = flash_splits(ctas, key_blocks, sm_count)
+    # The heuristic sees the launch's (padded) key length; each split covers `per_split` of
+    # those blocks, and splits past the real keys find nothing to do.
+    seen_blocks = np.ceil(np.maximum(keys, eff.split_keys) / block_n)
+    splits = flash_splits(ctas, seen_blocks, sm_count)
+    per_split = np.ceil(seen_blocks / splits)
     work, longest = _cta_blocks(ctx, q, key_blocks, m_blocks, causal_a & ~swap, eff.causal_skip,
                                 block_m, block_n)
-    work, longest = work / splits, np.ceil(longest / splits)  # blocks per CTA after splitting
     all_ctas = ctas * splits
     bw = eff.bandwidth * bandwidth_bytes_per_s
     block_bytes = 2.0 * block_n * head_dim * act_bytes  # K and V of one head
@@ -132,21 +146,30 @@ def attention_kernel_time_s(
     sm_flops = eff.flops * flops_per_s / sm_count
 
     def block_s(active: FloatArray) -> FloatArray:
-        per_sm_bw = np.minimum(eff.sm_bandwidth * bandwidth_bytes_per_s / sm_count,
-                               bw / np.maximum(active, 1.0))
-        return np.asarray(np.maximum(block_bytes / per_sm_bw, block_flops / sm_flops))
+        """Time of one key block of a CTA while `active` CTAs run: the bandwidth one CTA
+        reaches or its share of the HBM, and the SM's flops shared with a second resident."""
+        cta_bw = np.minimum(eff.sm_bandwidth * bandwidth_bytes_per_s / sm_count,
+                            bw / np.maximum(active, 1.0))
+        resident = np.where(active > sm_count, 2.0, 1.0)
+        return np.asarray(np.maximum(block_bytes / cta_bw, resident * block_flops / sm_flops))
 
-    full = np.floor(all_ctas / sm_count)
-    rest = all_ctas - full * sm_count
-    # Equal CTAs (decode, or one query block): whole waves at the shared bandwidth, the last
-    # partial wave faster per SM. Unequal CTAs (causal prefill): the makespan is the longer
-    # of the total work spread over the SMs and the longest CTA.
-    equal = full * (eff.cta_s + longest * block_s(np.full_like(full, sm_count)))
-    equal += (rest > 0) * (eff.cta_s + longest * block_s(rest))
+    # Equal CTAs (decode, or one query block): rounds of SLOTS_PER_SM x sm_count CTAs, each
+    # CTA with keys walking min(its blocks, per_split); every round of launched CTAs, empty
+    # ones included, pays the prologue.
+    slots = SLOTS_PER_SM * sm_count
+    busy = ctas * np.ceil(longest / per_split)
+    blocks = np.minimum(longest, per_split)
+    full = np.floor(busy / slots)
+    rest = busy - full * slots
+    equal = np.ceil(all_ctas / slots) * eff.cta_s + blocks * (
+        full * block_s(np.full_like(full, slots)) + (rest > 0) * block_s(rest))
+    # Unequal CTAs (causal prefill): the makespan is the longer of the total work spread over
+    # the SMs and the longest CTA.
+    work, longest = work / splits, np.ceil(longest / splits)
     spread = np.ceil(all_ctas / sm_count) * eff.cta_s + np.maximum(
-        b * heads * m_blocks * work / sm_count, longest) * block_s(np.minimum(all_ctas, sm_count))
+        ctas * work / sm_count, longest) * block_s(np.minimum(all_ctas, sm_count))
     body = np.where(prefill, spread, equal)
-    combine = eff.combine_s * (ctas < SPLIT_FILL * sm_count)
+    combine = eff.combine_s * (splits > 1) * np.ceil(all_ctas / sm_count)
     return np.asarray(eff.floor_s + combine + body, dtype=np.float64)
 
 

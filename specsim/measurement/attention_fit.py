@@ -2,7 +2,10 @@
 
 Robust least squares on log error (`robust_log_fit`), every field kept physical by its
 parametrization: fractions through a logistic (in (0, 1)), times through an exponential
-(>= 0), the per-SM bandwidth as 1 + exp (>= one SM's share of the datasheet).
+(>= 0), the per-CTA bandwidth as exp (> 0). The padded key length the split heuristic saw
+(`split_keys`) is a launch setting, not a rate: it is chosen among 0 (none) and the powers of
+two at or above the longest measured key length (a profiler's maximum model length), by the
+lowest error on the fitted points.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ def _logistic(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-min(max(x, -60.0), 60.0)))
 
 
-def _unpack(x: FloatArray) -> AttentionKernelEfficiency:
+def _unpack(x: FloatArray, split_keys: float = 0.0) -> AttentionKernelEfficiency:
     exp = [math.exp(min(max(float(v), -60.0), 60.0)) for v in x]
-    return AttentionKernelEfficiency(
-        bandwidth=_logistic(x[0]), flops=_logistic(x[1]), sm_bandwidth=1.0 + exp[2],
+    return AttentionKernelEfficiency(split_keys=split_keys,
+        bandwidth=_logistic(x[0]), flops=_logistic(x[1]), sm_bandwidth=exp[2],
         floor_s=1e-6 * exp[3], cta_s=1e-6 * exp[4], combine_s=1e-6 * exp[5],
         causal_skip=_logistic(x[6]))
 
@@ -57,11 +60,25 @@ def fit_attention_kernel(
     if t.size < _START.size or not np.all(np.isfinite(t) & (t > 0.0)):
         raise SpecError(f"attention fit: need >= {_START.size} finite times > 0")
 
-    def predict(x: FloatArray) -> FloatArray:
-        return attention_kernel_time_s(
-            batch, context, queries, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
-            causal=causal, bandwidth_bytes_per_s=bandwidth_bytes_per_s,
-            flops_per_s=flops_per_s, sm_count=sm_count, act_bytes=act_bytes, eff=_unpack(x))
+    best: tuple[AttentionKernelEfficiency, float] | None = None
+    for split_keys in _split_key_candidates(np.asarray(context, dtype=np.float64)
+                                            + np.asarray(queries, dtype=np.float64)):
+        def predict(x: FloatArray, split_keys: float = split_keys) -> FloatArray:
+            return attention_kernel_time_s(
+                batch, context, queries, q_heads=q_heads, kv_heads=kv_heads,
+                head_dim=head_dim, causal=causal, bandwidth_bytes_per_s=bandwidth_bytes_per_s,
+                flops_per_s=flops_per_s, sm_count=sm_count, act_bytes=act_bytes,
+                eff=_unpack(x, split_keys))
 
-    fit = robust_log_fit(predict, t, _START.copy())
-    return _unpack(fit.x), float(np.mean(np.abs(np.expm1(fit.log_residuals))))
+        fit = robust_log_fit(predict, t, _START.copy())
+        err = float(np.mean(np.abs(np.expm1(fit.log_residuals))))
+        if best is None or err < best[1]:
+            best = (_unpack(fit.x, split_keys), err)
+    assert best is not None
+    return best
+
+
+def _split_key_candidates(keys: FloatArray) -> list[float]:
+    """0 and the first four powers of two >= the longest key length, tokens."""
+    top = 2.0 ** math.ceil(math.log2(max(float(keys.max(initial=1.0)), 1.0)))
+    return [0.0] + [top * 2.0**i for i in range(4)]

@@ -114,12 +114,16 @@ class AttentionKernelEfficiency:
     Attributes:
         bandwidth: share of the datasheet HBM bandwidth all SMs together reach, (0, 1].
         flops: share of the datasheet peak flops, (0, 1].
-        sm_bandwidth: bandwidth one SM reaches alone, in units of (datasheet bandwidth /
-            sm_count), >= 1 (inf: an SM alone can use the whole bandwidth).
+        sm_bandwidth: bandwidth one CTA reaches when the HBM is not the limit (latency bound:
+            the loads it keeps in flight), in units of (datasheet bandwidth / sm_count), > 0
+            (inf: one CTA alone can use the whole bandwidth).
         floor_s: fixed time of the kernel (launch, tail), s.
         cta_s: fixed time per CTA in a wave (prologue: load Q, epilogue: write O), s.
         combine_s: time of the split-KV path's combine kernel, s.
         causal_skip: share of the fully masked key blocks a causal kernel skips, [0, 1].
+        split_keys: key length the split heuristic sees when the launch is padded (the
+            block table's width, e.g. a serving engine's maximum model length), tokens,
+            >= 0 (0: the real keys).
     """
 
     bandwidth: float = 1.0
@@ -129,15 +133,16 @@ class AttentionKernelEfficiency:
     cta_s: float = 0.0
     combine_s: float = 0.0
     causal_skip: float = 1.0
+    split_keys: float = 0.0
 
     def __post_init__(self) -> None:
         where = "AttentionKernelEfficiency"
         for name in ("bandwidth", "flops"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise SpecError(f"{where}.{name} = {getattr(self, name)!r}: need 0 < value <= 1")
-        if not self.sm_bandwidth >= 1.0:
-            raise SpecError(f"{where}.sm_bandwidth = {self.sm_bandwidth!r}: need a number >= 1")
-        for name in ("floor_s", "cta_s", "combine_s"):
+        if not self.sm_bandwidth > 0.0:
+            raise SpecError(f"{where}.sm_bandwidth = {self.sm_bandwidth!r}: need a number > 0")
+        for name in ("floor_s", "cta_s", "combine_s", "split_keys"):
             check_positive(f"{where}.{name}", getattr(self, name), allow_zero=True)
         if not 0.0 <= self.causal_skip <= 1.0:
             raise SpecError(f"{where}.causal_skip = {self.causal_skip!r}: need 0 <= value <= 1")
