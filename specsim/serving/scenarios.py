@@ -22,7 +22,7 @@ import numpy as np
 from specsim.errors import SpecError
 from specsim.specs.drafters import Drafter
 from specsim.specs.io import Fields, read_spec_file, resolve_path
-from specsim.specs.workloads import acceptance_profile
+from specsim.specs.workloads import acceptance_profile, family_profiles
 from specsim.speculation.acceptance import AcceptanceProfile
 
 # z of the standard normal at the 90th percentile: p90 = median exp(Z90 sigma).
@@ -128,13 +128,7 @@ def load_scenario(name: str) -> Scenario:
     block = f.sub("acceptance")
     assert block is not None
     default = acceptance_profile(block, spec.path)
-    families: dict[str, AcceptanceProfile] = {}
-    fam = f.sub("acceptance_by_family", required=False)
-    if fam is not None:
-        for family in fam.keys():
-            sub = fam.sub(family)
-            assert sub is not None
-            families[family] = acceptance_profile(sub, f"{spec.path} [{family}]")
+    families = family_profiles(f, spec.path)
     prompt = _lengths(f, "prompt_tokens", spec.path)
     output = _lengths(f, "output_tokens", spec.path)
     given = prompt is not None and output is not None

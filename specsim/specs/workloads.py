@@ -9,7 +9,7 @@ candidate-rank model a_j = alpha (1 - alpha)^j with alpha the first position's a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specsim.errors import SpecError
@@ -57,15 +57,33 @@ def _numbers(f: Fields, key: str) -> list[float]:
     return numbers
 
 
+def family_profiles(f: Fields, where: str) -> dict[str, AcceptanceProfile]:
+    """The optional `acceptance_by_family` block: one acceptance block per drafter family."""
+    families: dict[str, AcceptanceProfile] = {}
+    fam = f.sub("acceptance_by_family", required=False)
+    if fam is not None:
+        for family in fam.keys():
+            sub = fam.sub(family)
+            assert sub is not None
+            families[family] = acceptance_profile(sub, f"{where} [{family}]")
+    return families
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Workload:
-    """A serving scenario: the context per request and the drafter's acceptance on it."""
+    """A serving scenario: the context per request and the drafter's acceptance on it (per
+    drafter family where the scenario measured it, else its default block)."""
 
     slug: str
     name: str
     context: float
     acceptance: AcceptanceProfile
+    by_family: dict[str, AcceptanceProfile] = field(default_factory=dict)
     path: str = ""
+
+    def acceptance_for(self, family: str | None) -> AcceptanceProfile:
+        """The acceptance of a drafter of this family (the default block if none is listed)."""
+        return self.by_family.get(family or "", self.acceptance)
 
 
 def load_workload(name: str) -> Workload:
@@ -78,8 +96,11 @@ def load_workload(name: str) -> Workload:
     workload = Workload(slug=path.stem, name=f.string("name"),
                         context=f.number("context", 0.0, minimum=0.0,
                                          maximum=MAX_CONTEXT_TOKENS),
-                        acceptance=acceptance_profile(block, spec.path), path=spec.path)
+                        acceptance=acceptance_profile(block, spec.path),
+                        by_family=family_profiles(f, spec.path), path=spec.path)
     f.value("from_probs")  # the record `acceptance from-probs` keeps of its run (not read)
+    for key in ("source", "prompt_tokens", "output_tokens"):
+        f.value(key)  # a serving scenario's lengths: `plan` reads them (load_scenario)
     f.check_unknown()
     return workload
 

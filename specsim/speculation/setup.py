@@ -39,7 +39,7 @@ def choose_acceptance(*, alpha: float | None, workload: Workload | None,
     if alpha is not None:
         return constant_profile(alpha)
     if workload is not None:
-        return workload.acceptance
+        return workload.acceptance_for(None if drafter is None else drafter.family)
     if drafter is not None and drafter.acceptance is not None:
         return drafter.acceptance
     if allow_none:
