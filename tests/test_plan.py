@@ -330,3 +330,18 @@ def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> No
     assert cell_text(1820) == "1,820" and cell_text(26866.9) == "26,867"
     assert cell_text(4.483) == "4.48"
     assert str(builtin_dir("hardware").parent) not in md  # no checkout path in the sources
+
+
+def test_the_drafter_shown_alone_is_the_one_that_serves_a_user_fastest() -> None:
+    # Given in alphabetical order (EAGLE before EAGLE-3), the plan puts first the drafter
+    # whose best setting gives one user the most tokens/s: the memory and policy sections
+    # show that one.
+    from specsim.serving.capacity import fastest_setting
+
+    plan = make_plan(hardware="h100-sxm", model="llama-3.1-8b", workload="chat",
+                     engine="sglang", drafters=["eagle-llama-3.1-8b", "eagle3-llama-3.1-8b"],
+                     tps=(1,))
+    speeds = [fastest_setting({d.name: d.tables}) for d in plan.drafters[:2]]
+    assert all(s is not None for s in speeds)
+    assert speeds[0].tokens_per_s_per_user >= speeds[1].tokens_per_s_per_user  # type: ignore[union-attr]
+    assert plan.policy_drafter == plan.drafters[0].name

@@ -238,6 +238,9 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     plain = _plain_plan(base, scenario, tps)
     check_fits_somewhere(plain.tables, target.name, hw.name)
     parts = [_drafter_plan(base, scenario, n, tps, progress) for n in names]
+    # The drafter the single-drafter sections (memory, policies) show: the one that serves a
+    # user fastest; the others follow in the same order.
+    parts.sort(key=lambda p: -_fastest_per_user(p.tables))
     slo = DEFAULT_MIN_TOKENS_PER_S_PER_USER if min_tokens_per_s_per_user is None \
         else min_tokens_per_s_per_user
     tables = {p.name: p.tables for p in parts}
@@ -257,6 +260,12 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
                 target_tokens_per_s=target_tokens_per_s, best=best, best_plain=best_plain,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes)
+
+
+def _fastest_per_user(tables: list[ServingTable]) -> float:
+    """Highest tokens/s per user of any usable setting in the tables (0 if none)."""
+    fastest = fastest_setting({"": tables})
+    return 0.0 if fastest is None else float(fastest.tokens_per_s_per_user)
 
 
 def memory_by_context(plan: Plan, contexts: tuple[float, ...]) -> list[dict[str, float]]:
