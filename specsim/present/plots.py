@@ -122,12 +122,15 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str,
 
 
 def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
-    """Predicted against measured: speedups (left), tokens/s (right), one marker per family."""
+    """Predicted against measured: speedups (left), tokens/s (middle), batch sweeps as speedup
+    over the sweep's reference batch (right), one marker per family."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
     panels = ((axes[0], [r for r in rows if r["metric"] == "speedup"], "speedup"),
-              (axes[1], [r for r in rows if r["metric"] != "speedup"], "tokens/s"))
+              (axes[1], [r for r in rows if "tokens_per_s" in r["metric"]], "tokens/s"),
+              (axes[2], [r for r in rows if r["metric"] == "relative_speedup"],
+               "speedup ÷ sweep's first batch"))
     for ax, members, unit in panels:
         for fam in sorted({r["family"] for r in members}):
             pts = [r for r in members if r["family"] == fam]
