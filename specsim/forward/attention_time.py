@@ -141,8 +141,8 @@ def attention_kernel_time_s(
                                 block_m, block_n)
     all_ctas = ctas * splits
     bw = eff.bandwidth * bandwidth_bytes_per_s
-    block_bytes = 2.0 * block_n * head_dim * act_bytes  # K and V of one head
-    block_flops = 4.0 * block_m * block_n * head_dim  # Q K^T and P V
+    block_bytes = 2.0 * BLOCK_N * head_dim * act_bytes  # K and V of one head
+    block_flops = 4.0 * BLOCK_M * BLOCK_N * head_dim  # Q K^T and P V
     sm_flops = eff.flops * flops_per_s / sm_count
 
     def block_s(active: FloatArray) -> FloatArray:
@@ -156,19 +156,25 @@ def attention_kernel_time_s(
     # Equal CTAs (decode, or one query block): rounds of SLOTS_PER_SM x sm_count CTAs, each
     # CTA with keys walking min(its blocks, per_split); every round of launched CTAs, empty
     # ones included, pays the prologue.
-    slots = SLOTS_PER_SM * sm_count
-    busy = ctas * np.ceil(longest / per_split)
-    blocks = np.minimum(longest, per_split)
-    full = np.floor(busy / slots)
-    rest = busy - full * slots
-    equal = np.ceil(all_ctas / slots) * eff.cta_s + blocks * (
-        full * block_s(np.full_like(full, slots)) + (rest > 0) * block_s(rest))
-    # Unequal CTAs (causal prefill): the makespan is the longer of the total work spread over
-    # the SMs and the longest CTA.
-    work, longest = work / splits, np.ceil(longest / splits)
-    spread = np.ceil(all_ctas / sm_count) * eff.cta_s + np.maximum(
-        ctas * work / sm_count, longest) * block_s(np.minimum(all_ctas, sm_count))
-    body = np.where(prefill, spread, equal)
+    # Each point takes one of the two forms: only its own form is evaluated (a T(n) sweep
+    # is mostly prefill, a decode sweep all equal CTAs).
+    body = np.empty(ctas.shape)
+    eq = ~prefill
+    if eq.any():
+        slots = SLOTS_PER_SM * sm_count
+        c, lg, ps = ctas[eq], longest[eq], per_split[eq]
+        busy = c * np.ceil(lg / ps)
+        full = np.floor(busy / slots)
+        rest = busy - full * slots
+        body[eq] = np.ceil(all_ctas[eq] / slots) * eff.cta_s + np.minimum(lg, ps) * (
+            full * block_s(np.full_like(full, slots)) + (rest > 0) * block_s(rest))
+    if prefill.any():
+        # Unequal CTAs (causal prefill): the makespan is the longer of the total work spread
+        # over the SMs and the longest CTA.
+        sp, launched = splits[prefill], all_ctas[prefill]
+        body[prefill] = np.ceil(launched / sm_count) * eff.cta_s + np.maximum(
+            ctas[prefill] * work[prefill] / sp / sm_count, np.ceil(longest[prefill] / sp)
+        ) * block_s(np.minimum(launched, sm_count))
     combine = eff.combine_s * (splits > 1) * np.ceil(all_ctas / sm_count)
     return np.asarray(eff.floor_s + combine + body, dtype=np.float64)
 
