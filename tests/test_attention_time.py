@@ -54,6 +54,21 @@ def test_one_full_wave_by_hand() -> None:
     assert float(t21p) == pytest.approx(2e-6 + 2e-6 + 4 * 5e-6 + 65536 * 84 / 5e11, rel=1e-9)
 
 
+def test_prefill_query_heads_of_a_group_share_each_kv_block_through_the_l2() -> None:
+    # Prefill: each query head is a CTA. One sequence, 64 new tokens over 63 cached (one
+    # 128-key block, one 64-row query block, so all CTAs are equal): 32 CTAs. The 8 heads
+    # of a group read the same K/V block, so DRAM sees 65,536 B x 4 / 32 = 8,192 B per CTA;
+    # at 5e11 B/s shared by 32 CTAs (below one CTA's cap, sm_bandwidth 100 SM shares) a
+    # block takes 8,192 x 32 / 5e11 = 0.524 us; compute 4 x 64 x 128 x 128 x 108 / 1e15 =
+    # 0.453 us is below it. Plus floor 2 us and one CTA round 1 us (no skip: the whole block).
+    eff = AttentionKernelEfficiency(bandwidth=0.5, sm_bandwidth=100.0, floor_s=2e-6,
+                                    cta_s=1e-6, causal_skip=0.0)
+    t = attention_kernel_time_s(1, 63, 64, q_heads=32, kv_heads=4, head_dim=128, causal=True,
+                                bandwidth_bytes_per_s=1e12, flops_per_s=1e15, sm_count=108,
+                                eff=eff)
+    assert float(t) == pytest.approx(3e-6 + 8192 * 32 / 5e11, rel=1e-9)
+
+
 def test_two_resident_ctas_share_the_bandwidth_and_the_flops() -> None:
     # Batch 54 x 4 KV heads = 216 CTAs = one round of 2 x 108 slots; one block each. Each CTA
     # gets 5e11 / 216 B/s, so 65,536 B take 65,536 * 216 / 5e11 = 28.31 us; two CTAs share
@@ -86,8 +101,9 @@ def test_unphysical_terms_are_rejected() -> None:
 @needs_data
 def test_tiled_model_beats_the_roofline_on_held_out_attention() -> None:
     # Decode (split-KV kernel) and prefill (forward kernel) are different kernels, fitted
-    # separately; every third point of each grid held out. Measured: decode 6.0% (8.0% before
-    # padded split keys and two CTAs per SM; roofline 11.4%), prefill 6.0% (roofline 9.9%).
+    # separately; every third point of each grid held out. Measured: decode 6.02% (8.0% before
+    # padded split keys and two CTAs per SM; roofline 11.4%), prefill 5.57% (6.0% before the
+    # group's query heads shared their K/V block through the L2; roofline 9.9%).
     # The decode fit picks split_keys = 4,096 (Vidur's maximum model length).
     from specsim.measurement.attention_fit import fit_attention_kernel
     from specsim.measurement.calibrate import assign_split
@@ -98,11 +114,12 @@ def test_tiled_model_beats_the_roofline_on_held_out_attention() -> None:
     attn["split"] = assign_split(attn, None)
     kw = {"q_heads": 32, "kv_heads": 4, "head_dim": 128, "bandwidth_bytes_per_s": 2039e9,
           "flops_per_s": 312e12, "sm_count": 108}
-    for op, bound in (("attention_decode", 0.065), ("attention_causal", 0.065)):
+    for op, bound in (("attention_decode", 0.065), ("attention_causal", 0.06)):
         rows = attn[attn["op"] == op]
         train, held = rows[rows["split"] == "train"], rows[rows["split"] == "holdout"]
-        eff, _ = fit_attention_kernel(train["batch"], train["context"], train["queries"],
-                                      train["mask"] == "causal", train["time_s"], **kw)
+        fit = fit_attention_kernel(train["batch"], train["context"], train["queries"],
+                                   train["mask"] == "causal", train["time_s"], **kw)
+        eff = fit.eff
         assert eff.bandwidth <= 1.0 and eff.flops <= 1.0 and eff.floor_s >= 0.0
         if op == "attention_decode":
             assert eff.split_keys == 4096.0
@@ -189,7 +206,7 @@ def test_kernel_terms_round_trip_through_the_profile_yaml(tmp_path) -> None:  # 
 @needs_data
 def test_calibrate_fits_and_reports_both_attention_kernels() -> None:
     # specsim calibrate on the A100 table: the tiled terms land in the profile and the held-out
-    # error per kernel is the fit's (decode 6.0%, prefill 6.0% measured; roofline 11.4%, 9.9%).
+    # error per kernel is the fit's (decode 6.0%, prefill 5.6% measured; roofline 11.4%, 9.9%).
     from specsim.measurement.calibrate import calibrate, holdout_summary
     from specsim.measurement.tables import from_vidur
     from specsim.specs.hardware import load_hardware
@@ -202,4 +219,11 @@ def test_calibrate_fits_and_reports_both_attention_kernels() -> None:
     assert result.hardware.efficiency.attention_kernels is not None
     held = holdout_summary(result)
     assert held["attention_decode"] <= 6.5
-    assert held["attention_prefill"] <= 6.5
+    assert held["attention_prefill"] <= 6.0
+    # What a kernel's table cannot identify is kept and named, not returned as found: decode
+    # rows have no causal mask (the skip), the compute-bound prefill says nothing of the
+    # bandwidth terms.
+    assert any(n.startswith("attention: decode.causal_skip: the points do not identify")
+               for n in result.notes)
+    assert any(n.startswith("attention: prefill.bandwidth: the points do not identify")
+               for n in result.notes)

@@ -204,8 +204,7 @@ def fit_efficiency_with_notes(points: pd.DataFrame, hw: Hardware
         attention = _fit_roofline(memory, compute, attn["time_s"].to_numpy(float),
                                   fit_flops=True)
     kernels, why = fit_attention_kernels(attn, hw)
-    if why:
-        notes += (f"attention: {why}",)
+    notes += tuple(f"attention: {part}" for part in why.split("; ") if part)
     memory_eff = OpEfficiency()
     sampling = points[points["op_class"] == "memory"]
     if len(sampling) >= 2:
@@ -229,8 +228,9 @@ def _kernel_geometry(rows: pd.DataFrame, hw: Hardware) -> dict[str, Any]:
 
 def fit_attention_kernels(attn: pd.DataFrame, hw: Hardware
                           ) -> tuple[AttentionKernels | None, str]:
-    """The tiled model's decode and prefill terms, fitted separately (two kernels), or None and
-    why not (no SM count, too few points of a kind, more than one attention shape)."""
+    """The tiled model's decode and prefill terms, fitted separately (two kernels), and the
+    terms the points did not identify ('; '-joined); or None and why not (no SM count, too
+    few points of a kind, more than one attention shape)."""
     if attn.empty:
         return None, ""
     if hw.sm_count < 1:
@@ -239,15 +239,18 @@ def fit_attention_kernels(attn: pd.DataFrame, hw: Hardware
     if len(shapes) > 1:
         return None, "tiled model not fitted: more than one head shape (roofline kept)"
     fitted = {}
+    kept: list[str] = []
     for name, rows in (("decode", attn[attn["queries"] == 1]),
                        ("prefill", attn[attn["queries"] > 1])):
         if len(rows) < MIN_KERNEL_POINTS:
             return None, (f"tiled model not fitted: {len(rows)} {name} points, needs "
                           f">= {MIN_KERNEL_POINTS} (roofline kept)")
-        fitted[name], _ = fit_attention_kernel(
+        fit = fit_attention_kernel(
             rows["batch"], rows["context"], rows["queries"], rows["mask"] != "none",
             rows["time_s"], **_kernel_geometry(rows, hw))
-    return AttentionKernels(decode=fitted["decode"], prefill=fitted["prefill"]), ""
+        fitted[name] = fit.eff
+        kept += [f"{name}.{why}" for why in fit.kept]
+    return AttentionKernels(decode=fitted["decode"], prefill=fitted["prefill"]), "; ".join(kept)
 
 
 def _tiled_attention_s(rows: pd.DataFrame, hw: Hardware, kernels: AttentionKernels
@@ -394,10 +397,13 @@ def attention_kernel_sources(calibration: Calibration, data: str,
                        ("prefill", attn[attn["queries"] > 1])):
         held = rows[rows["split"] == "holdout"]
         error = f"{_mape(held['time_s'], held['predicted_s']):.1f}%" if len(held) else "n/a"
+        kept = [n.removeprefix(f"attention: {name}.") for n in calibration.notes
+                if n.startswith(f"attention: {name}.")]
         out[name] = (f"specsim calibrate: tiled attention model (specsim.forward."
                      f"attention_time) fitted by specsim.measurement.attention_fit to "
                      f"{int((rows['split'] == 'train').sum())} {name} kernels of {data} "
-                     f"({split_rule}); held-out MAPE {error} over {len(held)} kernels")
+                     f"({split_rule}); held-out MAPE {error} over {len(held)} kernels"
+                     + "".join(f"; {k}" for k in kept))
     return out
 
 
