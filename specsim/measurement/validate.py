@@ -249,12 +249,13 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
 def validate(rows: list[PublishedRow]) -> list[Validation]:
     """Every row: predicted with its engine's terms fitted on the other sources, or why not."""
     samples = _samples(rows)
+    engines: dict[str, Engine] = {}
     out: dict[str, Validation] = {}
     for row in rows:
         if row.id not in samples:
             out[row.id] = Validation(row=row, reason=_reason(row, rows))
             continue
-        engine = load_engine(row.engine)
+        engine = engines.setdefault(row.engine, load_engine(row.engine))
         train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
                  and r.source_key != row.source_key]
         terms = fit_terms(engine, train)
