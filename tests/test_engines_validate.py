@@ -178,13 +178,17 @@ def _decode_step_s(engine: str, batch: float, *, model: str = "llama-3.1-8b", tp
 def test_fp8_weights_gain_what_engines_measure_not_half_the_bytes() -> None:
     """FP8 weights halve the bytes of an 8B decode step, so the roofline gains ~1.9x; an
     engine gains less: its fp8 GEMMs stream at 0.82 of the bf16 rate (vLLM PR #49363, H100,
-    batch 1: 1.65x the bf16 GEMM for half the bytes) and its host terms do not shrink. The
-    issue measured ~1.27x for an 8B decode on an H100 (its source is not pinned, so 15%
-    tolerance); the engine comes out at ~1.42x, the roofline at ~1.9x."""
+    batch 1: 1.65x the bf16 GEMM for half the bytes) and its host terms do not shrink.
+    Published FP8 / 16-bit decode gains of 7-8B models at batch 1 on Hopper span 1.26-1.51:
+    NVIDIA TensorRT-Model-Optimizer benchmark.md (TensorRT-LLM; H100, Llama-3-8B, 1.26x at
+    commit 2a3f7cf2; H200, Llama-3.1-8B, 173.80 -> 245.03 tokens/s = 1.41x at commit
+    111b2dab) and TensorRT-LLM's quantization blog (H100, Llama-2-7B, 1.51x); the issue
+    quotes ~1.27x. The engine comes out at ~1.42x, inside that span; the roofline at ~1.9x
+    is outside it."""
     roof = _decode_step_s("roofline", 1) / _decode_step_s("roofline", 1, weight_dtype="fp8")
     engine = _decode_step_s("sglang", 1) / _decode_step_s("sglang", 1, weight_dtype="fp8")
     assert roof > 1.8
-    assert abs(engine / 1.27 - 1) <= 0.15
+    assert 1.26 <= engine <= 1.51
 
 
 def test_moe_expert_floor_gives_the_measured_growth_with_batch() -> None:
