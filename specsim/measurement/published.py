@@ -72,6 +72,7 @@ class PublishedRow:
     # A batch sweep without tau: the id of the sweep's row this row's speedup is divided by
     # (same setting, another batch); tau cancels in the ratio, so the row tests the trend.
     sweep_reference: str | None = None
+    path: str = ""  # the file it was read from
 
     @property
     def source_key(self) -> str:
@@ -106,7 +107,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
     for r in rows:
         if r.sweep_reference is None:
             continue
-        where = f"published file '{r.file}': row {r.id}: field 'sweep_reference'"
+        where = f"{r.path or r.file}: row {r.id}: field 'sweep_reference'"
         ref = by_id.get(r.sweep_reference)
         if ref is None or ref.file != r.file or ref.id == r.id:
             raise SpecError(f"{where}: no other row {r.sweep_reference!r} in the same file")
@@ -151,7 +152,7 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         assumed=tuple(str(a) for a in item.get("assumed") or ()),
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
-        else str(item["sweep_reference"]))
+        else str(item["sweep_reference"]), path=str(path))
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:
