@@ -90,7 +90,34 @@ class _Env:
 
 
 def _distinct_rows(columns: FloatArray) -> tuple[FloatArray, NDArray[np.intp]]:
-    """The distinct settings of (k, S) `columns`, (k, U), and each setting's index among them."""
+    """The distinct settings of (k, S) `columns`, (k, U), and each setting's index among them.
+
+    Each column's distinct values are found on their own (a 1-D sort each), the settings
+    become one integer code (mixed radix over those counts) and the codes are sorted once:
+    twice as fast as a lexicographic sort of the float columns, same result and order.
+    """
+    uniques, codes = [], []
+    radix = 1
+    for column in columns:
+        values, inverse = np.unique(column, return_inverse=True)
+        uniques.append(values)
+        codes.append(inverse.ravel().astype(np.int64))
+        radix *= max(values.size, 1)
+    if radix >= 2**62:  # too many distinct values for one code: sort the columns themselves
+        return _distinct_rows_lexsort(columns)
+    key = codes[0]
+    for values, code in zip(uniques[1:], codes[1:], strict=True):
+        key = key * values.size + code
+    distinct, back = np.unique(key, return_inverse=True)
+    out = []
+    for values in uniques[::-1]:
+        out.append(values[distinct % values.size])
+        distinct = distinct // values.size
+    return np.stack(out[::-1]), back.ravel().astype(np.intp)
+
+
+def _distinct_rows_lexsort(columns: FloatArray) -> tuple[FloatArray, NDArray[np.intp]]:
+    """_distinct_rows by a lexicographic sort of the columns (any number of distinct values)."""
     order = np.lexsort(columns[::-1])
     ordered = columns[:, order]
     new = np.ones(order.size, dtype=bool)
