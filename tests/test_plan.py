@@ -302,7 +302,7 @@ def test_tn_curves_by_profile() -> None:
     hardware/calibrated/ has a profile for it; a calibrated profile: its own curve."""
     from specsim.forward.cost import pass_cost
     from specsim.forward.shapes import batch_mix_passes
-    from specsim.present.report import tn_curves
+    from specsim.present.report_hardware import tn_curves
 
     h100 = [label for label, _ in tn_curves(load_hardware("h100-sxm"))]
     assert h100 == ["datasheet (ms)", "expected real, transferred (ms)"]

@@ -7,7 +7,6 @@ Markdown next to its PNG and CSV files and as one self-contained HTML page.
 from __future__ import annotations
 
 import csv
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,18 +14,20 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecError
-from specsim.forward.cost import pass_cost
-from specsim.forward.shapes import batch_mix_passes
 from specsim.present.document import Block, Row, png_bytes, to_html, to_markdown, without_checkout
+from specsim.present.report_hardware import (
+    calibrated_profiles,
+    profile_kind,
+    section_memory,
+    section_tn,
+)
 from specsim.serving.capacity import Setting, pareto_front
 from specsim.serving.plan import (
     DrafterPlan,
     Plan,
-    memory_by_context,
     setting_commands,
     setting_engines,
 )
-from specsim.specs.hardware import Efficiency, Hardware
 from specsim.speculation.recommend import engine_commands
 
 SECTIONS = (
@@ -35,8 +36,6 @@ SECTIONS = (
     "Tokens/s per user against throughput per GPU", "At the SLO: setting and GPU count",
     "Batch-level policies under load", "Engine commands", "Assumptions, sources and error",
 )
-CONTEXTS = (512.0, 2048.0, 8192.0, 32768.0, 131072.0)
-TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
 def _setting_text(s: Setting) -> str:
@@ -49,127 +48,6 @@ def _setting_text(s: Setting) -> str:
 
 
 # ---- sections --------------------------------------------------------------------------------
-
-def _builtin_calibrated(hw: Hardware) -> Hardware | None:
-    """The built-in calibrated profile of this datasheet GPU (hardware/calibrated/<slug>-*)."""
-    for slug, profile in _calibrated():
-        if slug.startswith(f"{hw.slug}-"):
-            return profile  # type: ignore[no-any-return]
-    return None
-
-
-def tn_curves(hw: Hardware) -> list[tuple[str, Hardware]]:
-    """(label, profile) per T(n) curve: the datasheet roofline; the expected real curve from
-    the transferred GEMM efficiencies unless the profile is calibrated; the calibrated one when
-    the profile is calibrated or a built-in calibrated profile exists for this GPU."""
-    from specsim.specs.transferred import transferred_hardware
-
-    ideal = dataclasses.replace(hw, efficiency=Efficiency())
-    curves = [("datasheet (ms)", ideal)]
-    if hw.slug.startswith("transferred/"):
-        return [*curves, ("expected real, transferred (ms)", hw)]
-    if hw.is_calibrated:
-        return [*curves, (f"calibrated {hw.slug} (ms)", hw)]
-    curves.append(("expected real, transferred (ms)", transferred_hardware(hw)))
-    cal = _builtin_calibrated(hw)
-    if cal is not None:
-        curves.append((f"calibrated {cal.slug} (ms)", cal))
-    return curves
-
-
-def tn_rows(plan: Plan) -> list[Row]:
-    """T(n) of the target at the answer's TP with no cached context, one column per curve."""
-    n = np.asarray(TOKENS, dtype=np.float64)
-    shape = batch_mix_passes(1.0, n, np.array([0.0]))
-    tp = plan.best.tp if plan.best else 1
-    rows: list[Row] = [{"tokens n": int(k)} for k in TOKENS]
-    for label, hw in tn_curves(plan.hardware):
-        times = pass_cost(plan.model, hw, shape, tp=tp).time_s
-        for row, t in zip(rows, times, strict=True):
-            row[label] = float(t) * 1e3
-    return rows
-
-
-def _section_tn(plan: Plan, add: Callable[..., None]) -> None:
-    from specsim.specs.transferred import expected_error_text
-
-    rows = tn_rows(plan)
-    knee = plan.hardware.ops_per_byte
-    labels = [k for k in rows[0] if k != "tokens n"]
-    tp = plan.best.tp if plan.best else 1
-
-    def draw(ax: Any) -> None:
-        n = [r["tokens n"] for r in rows]
-        for label, style in zip(labels, ("o-", "s--", "^-"), strict=False):
-            ax.plot(n, [r[label] for r in rows], style, ms=3, label=label.removesuffix(" (ms)"))
-        ax.axvline(knee, color="tab:red", ls=":", lw=1, label=f"datasheet knee {knee:.0f} tokens")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("tokens in the pass n")
-        ax.set_ylabel("T(n), ms")
-        ax.set_title(f"{plan.model.name} on {plan.hardware.name}, TP {tp}", fontsize=10)
-        ax.legend(fontsize=8)
-    hw = plan.hardware
-    text = (f"Time of one target forward pass over n tokens (no cached context), TP {tp}. Flat "
-            "while memory-bound, linear once compute-bound; the datasheet knee is at ops:byte "
-            f"= peak flops / bandwidth = {knee:.0f} tokens. ")
-    if hw.is_calibrated and not hw.slug.startswith("transferred/"):
-        text += "The calibrated curve uses this profile's fitted efficiencies. "
-    else:
-        text += ("The expected real curve applies the GEMM efficiencies transferred from the "
-                 "GPUs with kernel measurements (`--hardware transferred/<slug>`; other op "
-                 f"classes ideal): expected error {expected_error_text()}, more on a GPU "
-                 "unlike the A100 and A40 it was measured on. ")
-        if not any(k.startswith("calibrated") for k in labels):
-            text += "No calibrated profile exists for this GPU (hardware/calibrated/). "
-    text += f"The plan's numbers use the {hw.slug} profile ({_profile_kind(hw)})."
-    add("p", text)
-    add("img", "tn.png", png=png_bytes(draw))
-    add("table", rows=rows, csv="tn.csv")
-
-
-def _profile_kind(hw: Hardware) -> str:
-    if hw.slug.startswith("transferred/"):
-        return "datasheet with transferred efficiencies"
-    return "calibrated" if hw.is_calibrated else "datasheet roofline"
-
-
-def memory_rows(plan: Plan) -> list[Row]:
-    """memory_by_context with units in the column names."""
-    return [{"TP": int(r["tp"]), "context (tokens)": int(r["context_tokens"]),
-             "weights per GPU (GB)": r["weights_gb"],
-             "cache per request per GPU (MB)": r["cache_per_request_gb"] * 1e3,
-             "max concurrent requests": int(r["max_concurrency"])}
-            for r in memory_by_context(plan, CONTEXTS)]
-
-
-def _section_memory(plan: Plan, add: Callable[..., None]) -> None:
-    rows = memory_rows(plan)
-
-    def draw(ax: Any) -> None:
-        for tp in sorted({r["TP"] for r in rows}):
-            pts = [r for r in rows if r["TP"] == tp]
-            ax.plot([r["context (tokens)"] for r in pts],
-                    [max(r["max concurrent requests"], 0.5) for r in pts], "o-",
-                    label=f"TP {tp}")
-        ax.axvline(plan.scenario.decode_context_tokens, color="0.4", ls=":", lw=1,
-                   label="scenario's mean context")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("cached tokens per request")
-        ax.set_ylabel("max concurrent requests (per TP group)")
-        ax.legend(fontsize=8)
-    who = plan.drafters[0].name
-    add("p", f"Weights (the target's and {who}'s), workspace and caches per GPU (the "
-        f"target's and {who}'s cache) against the context each request holds; the "
-        "largest batch that fits in 90% of HBM. At the "
-        f"scenario's mean decoding context ({plan.scenario.decode_context_tokens:,.0f} tokens) "
-        "the serving model caps the batch at: "
-        + ", ".join(f"TP {t.tp}: {t.max_concurrency:,}" for t in plan.drafters[0].tables)
-        + ".")
-    add("img", "memory.png", png=png_bytes(draw))
-    add("table", rows=rows, csv="memory.csv")
-
 
 def acceptance_text(d: DrafterPlan) -> str:
     """'alpha = 0.65' or 'alpha per position 0.90, 0.80, 0.70' (+ measured ranks)."""
@@ -479,7 +357,7 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
          "source": "steady state: B tau / L_out prompts arrive per round"},
         {"assumption": "engine", "value": plan.engine, "source": "engines/ (specsim engines)"},
         {"assumption": "hardware", "value": f"{plan.hardware.name} ({plan.hardware.slug}, "
-         f"{_profile_kind(plan.hardware)})",
+         f"{profile_kind(plan.hardware)})",
          "source": without_checkout(next(iter(plan.hardware.sources.values()), ""))},
     ]
     add("table", rows=rows, csv="assumptions.csv")
@@ -488,20 +366,12 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
         "speedups, engine terms fitted on the other sources (held out):")
     add("table", rows=err_rows, csv="validate.csv")
     cal = [{"profile": slug, "calibration": hw.sources.get("efficiency.pass_overhead_s", "")}
-           for slug, hw in _calibrated()]
+           for slug, hw in calibrated_profiles()]
     if cal:
         add("p", "Calibration of T(n) against measured kernels (held-out error per op class):")
         add("table", rows=cal, csv="calibration.csv")
     for note in plan.notes:
         add("p", f"Note: {note}")
-
-
-def _calibrated() -> list[tuple[str, Any]]:
-    from specsim.specs.hardware import load_hardware
-    from specsim.specs.io import builtin_dir
-
-    folder = builtin_dir("hardware") / "calibrated"
-    return [(p.stem, load_hardware(str(p))) for p in sorted(folder.glob("*.yaml"))]
 
 
 def answer_text(plan: Plan) -> str:
@@ -566,7 +436,7 @@ def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
                if s.tp > 1 else "."))
 
 
-SECTION_BUILDERS = (_section_answer, _section_tn, _section_memory, _section_speedup,
+SECTION_BUILDERS = (_section_answer, section_tn, section_memory, _section_speedup,
                     _section_recommend, _section_pareto, _section_slo, _section_policies,
                     _section_commands, _section_assumptions)
 
