@@ -163,14 +163,15 @@ class SpeedupTable:
     baseline_s: FloatArray
     verify_s: FloatArray
     draft_s: FloatArray
-    round_overhead_s: float
+    round_overhead_s: float | FloatArray  # host seconds per round: one value, or per batch
     fits: BoolArray
     context: float
 
     @property
     def round_s(self) -> FloatArray:
         speculating = self.candidates.nodes > 0
-        return self.verify_s + self.draft_s + self.round_overhead_s * speculating
+        overhead = np.reshape(self.round_overhead_s, (-1, 1))
+        return np.asarray(self.verify_s + self.draft_s + overhead * speculating)
 
     @property
     def speedup(self) -> FloatArray:
@@ -264,13 +265,12 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
                              precision=setup.precision)
     draft = np.where(grid_n > 0, draft, 0.0)
     k = candidates.nodes.size
-    overhead = setup.round_overhead_s
+    overhead: float | FloatArray = setup.round_overhead_s
     if setup.engine is not None:
         baseline, verify, draft = _engine_times(setup, setup.engine, b, baseline, verify, draft,
                                                 np.where(grid_n > 0, passes, 0.0))
-        overhead += engine_time.round_host_s(setup.engine, setup.drafter)
-        verify = verify + np.where(candidates.nodes > 0,
-                                   engine_time.round_request_s(setup.engine, b)[:, None], 0.0)
+        overhead = (overhead + engine_time.round_host_s(setup.engine, setup.drafter)
+                    + engine_time.round_request_s(setup.engine, b))
     return SpeedupTable(
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
