@@ -55,6 +55,11 @@ def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: An
     unknown = write_yaml("p2.yaml", {"rows": [{**row, "model": "no-such-model"}]})
     with pytest.raises(SpecError, match=r"p2.yaml: row 'r1': unknown model 'no-such-model'"):
         load_published([str(unknown)])
+    for bad in (0, -20, 2.5, "all", True):
+        pool = write_yaml("p3.yaml", {"rows": [{**row, "requests": bad}]})
+        with pytest.raises(SpecError, match=r"p3.yaml: row 'r1': field 'requests' must be an "
+                                            "integer"):
+            load_published([str(pool)])
 
 
 def test_cli_bad_published_file_is_one_line_and_exit_2(write_yaml: Any) -> None:
@@ -209,7 +214,7 @@ def test_moe_rows_are_predicted_held_out(results: list[Any]) -> None:
     predicted with the floor fitted on the other source only, median |error| <= 15%, and
     speculation measured below 1x at batch 1 predicted below 1.1x."""
     moe = [v for v in results if v.row.model == "qwen3-30b-a3b" and v.predicted is not None]
-    assert len(moe) == 21 and all(v.held_out for v in moe)
+    assert len(moe) == 23 and all(v.held_out for v in moe)
     assert np.median([abs(v.error) for v in moe]) <= 0.15
     for v in moe:
         if v.metric == "speedup" and v.row.batch == 1:
@@ -262,18 +267,55 @@ def test_relative_speedup_of_a_sweep_row_by_hand() -> None:
     per_pass 1 ms, drafter_pass 0.2 ms x 3 passes, round 1 ms, round_request 0.1 ms per request:
     baseline 6 + 1 = 7 ms at both batches; round 7 + 1 + (1 + 0.6) + 1 + 0.1 B ms:
     10.8 ms at batch 2, 13.8 ms at batch 32; ratio (7 / 13.8) / (7 / 10.8) = 10.8 / 13.8."""
-    from specsim.measurement.validate import RoundParts, Sample
+    from specsim.measurement.validate import Run, Sample
 
-    def parts(batch: float) -> RoundParts:
-        return RoundParts(batch=batch, baseline_s=6e-3, verify_s=7e-3, draft_s=1e-3, passes=3.0,
-                          target_ops=0.0, drafter_ops=0.0, round_ops=0.0, loop=1.0)
+    sample = Sample(run=Run(((_parts(32.0), 1),)), metric="relative_speedup", tau=1.0,
+                    measured=0.8, reference=Run(((_parts(2.0), 1),)))
+    assert sample.predict(_TERMS) == pytest.approx(10.8 / 13.8, rel=1e-12)
 
-    terms = {"op_host_s": 0.0, "per_pass_s": 1e-3, "per_request_s": 0.0,
-             "drafter_pass_s": 2e-4, "round_s": 1e-3, "moe_expert_floor_s": 0.0,
-             "round_request_s": 1e-4}
-    sample = Sample(parts=parts(32.0), metric="relative_speedup", tau=1.0, measured=0.8,
-                    reference=parts(2.0))
-    assert sample.predict(terms) == pytest.approx(10.8 / 13.8, rel=1e-12)
+
+_TERMS = {"op_host_s": 0.0, "per_pass_s": 1e-3, "per_request_s": 0.0, "drafter_pass_s": 2e-4,
+          "round_s": 1e-3, "moe_expert_floor_s": 0.0, "round_request_s": 1e-4}
+
+
+def _parts(batch: float, baseline_s: float = 6e-3) -> Any:
+    from specsim.measurement.validate import RoundParts
+
+    return RoundParts(batch=batch, baseline_s=baseline_s, verify_s=7e-3, draft_s=1e-3,
+                      passes=3.0, target_ops=0.0, drafter_ops=0.0, round_ops=0.0, loop=1.0)
+
+
+@pytest.mark.parametrize(("batch", "requests", "waves"), [
+    (8, 20, {8: 2, 4: 1}), (16, 20, {16: 1, 4: 1}), (4, 20, {4: 5}), (32, 20, {20: 1}),
+    (64, 80, {64: 1, 16: 1}), (48, 80, {48: 1, 32: 1}), (8, None, {8: 1})])
+def test_a_prompt_pool_runs_in_waves(batch: int, requests: int | None,
+                                     waves: dict[int, int]) -> None:
+    """`batch` clients over `requests` equal prompts: full waves, then one of the rest."""
+    from specsim.measurement.validate import wave_batches
+
+    assert wave_batches(batch, requests) == waves
+
+
+def test_a_run_in_waves_by_hand() -> None:
+    """20 prompts at batch 8 run as 8, 8, 4. By hand with the terms above, the plain step is
+    6 + 1 = 7 ms at any batch (baseline_s kept at 6 ms), the round 7 + 1 + 1.6 + 1 + 0.1 B ms:
+    11.4 ms at batch 8, 11.0 ms at batch 4. Every prompt yields the same tokens, so plain
+    tokens/s = 20 / (2 x 7 + 7 ms) and the speedup at tau 2 is 2 (3 x 7) / (2 x 11.4 + 11.0)."""
+    from specsim.measurement.validate import Run
+
+    run_ = Run(((_parts(8.0), 2), (_parts(4.0), 1)))
+    assert run_.predict("plain_tokens_per_s", 1.0, _TERMS) == pytest.approx(20 / 21e-3)
+    assert run_.predict("speedup", 2.0, _TERMS) == pytest.approx(2 * 21 / (22.8 + 11.0))
+    assert run_.predict("tokens_per_s", 2.0, _TERMS) == pytest.approx(2 * 20 / 33.8e-3)
+
+
+def test_a_batch_above_the_prompt_pool_is_the_pool(results: list[Any]) -> None:
+    """SpecForge #339 ran 20 MT-Bench prompts: at batch 32 and 64 only 20 were ever in flight,
+    so both rows are predicted as one batch of 20 (measured 1,077.55 and 1,073.69 tokens/s)."""
+    by_id = {v.row.id: v for v in results}
+    b32, b64 = (by_id[f"specforge339-h100-tp2-qwen3-30b-a3b-plain-b{b}"] for b in (32, 64))
+    assert b32.row.requests == b64.row.requests == 20
+    assert b32.predicted == pytest.approx(b64.predicted, rel=1e-12)
 
 
 def test_round_request_term_is_paid_per_request_by_speculative_rounds_only() -> None:
@@ -325,6 +367,21 @@ def test_a_sweep_reference_to_a_missing_or_different_row_is_one_line(tmp_path: P
         load_published([str(bad)])
     data = yaml.safe_load(source.read_text())
     data["rows"][12]["tp"] = 2
+    data["rows"][12]["requests"] = 40
     bad.write_text(yaml.safe_dump(data))
-    with pytest.raises(SpecError, match="sweep_reference.*differs in tp"):
+    with pytest.raises(SpecError, match="sweep_reference.*differs in tp, requests"):
         load_published([str(bad)])
+
+
+@pytest.mark.parametrize("slug", ["sglang", "vllm", "hf-eager"])
+def test_shipped_engine_fit_is_the_fit_on_the_rows_it_names(slug: str) -> None:
+    """An engine YAML's fitted terms are what least squares gives on every predictable row of
+    that engine (within 2%), and its `fit.rows` names exactly those rows."""
+    from specsim.measurement.validate import _samples, full_fit
+
+    rows = load_published()
+    engine = load_engine(slug)
+    assert set(engine.fitted_on) == set(_samples(rows, slug))
+    fit = full_fit(rows, slug)
+    for term in engine.fittable:
+        assert getattr(engine, term) == pytest.approx(fit[term], rel=0.02), term

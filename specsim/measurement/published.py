@@ -35,6 +35,7 @@ ROW_KEYS = (
     "draft_tokens", "depth", "topk",  # speculation setting
     "tau", "acceptance_rate", "speedup", "baseline_tokens_per_s", "spec_tokens_per_s",  # measured
     "sweep_reference",  # the row of the same sweep its speedup is compared with (no tau)
+    "requests",  # prompts the benchmark ran, `batch` at a time (None: the batch stayed full)
     "assumed", "assumption", "notes",  # what the source does not give, and remarks
 )
 # The method of a plain-decoding row (a measured decoding step, tokens/s without speculation).
@@ -72,6 +73,10 @@ class PublishedRow:
     # A batch sweep without tau: the id of the sweep's row this row's speedup is divided by
     # (same setting, another batch); tau cancels in the ratio, so the row tests the trend.
     sweep_reference: str | None = None
+    # Prompts the benchmark ran, `batch` of them in flight at a time (clients that each send
+    # the next prompt when theirs is done). When it is not a multiple of the batch, the run
+    # ends at a smaller batch; None: enough prompts to keep the batch full.
+    requests: int | None = None
     path: str = ""  # the file it was read from
 
     @property
@@ -115,7 +120,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
             raise SpecError(f"{where}: both rows need a measured speedup, and the reference "
                             "no reference of its own")
         same = ("model", "hardware", "engine", "tp", "method", "drafter_spec", "shape",
-                "draft_tokens", "depth", "weight_dtype")
+                "draft_tokens", "depth", "weight_dtype", "requests")
         differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
         if differ:
             raise SpecError(f"{where}: the reference differs in {', '.join(differ)}")
@@ -152,7 +157,8 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         assumed=tuple(str(a) for a in item.get("assumed") or ()),
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
-        else str(item["sweep_reference"]), path=str(path))
+        else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
+        path=str(path))
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:

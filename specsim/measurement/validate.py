@@ -67,15 +67,13 @@ class RoundParts:
     verify_experts: float = 0.0
     verify_expert_s: float = 0.0
 
-    def predict(self, metric: str, tau: float, terms: dict[str, float]) -> float:
-        """The row's metric (see METRICS) with these engine terms (seconds)."""
+    def times(self, terms: dict[str, float]) -> tuple[float, float]:
+        """(plain decoding step, speculative round) in seconds with these engine terms."""
         c, floor = terms["op_host_s"], terms["moe_expert_floor_s"]
         fixed = terms["per_pass_s"] + terms["per_request_s"] * self.batch
         base_s = self.baseline_s + max(self.baseline_experts * floor - self.baseline_expert_s, 0)
         verify_s = self.verify_s + max(self.verify_experts * floor - self.verify_expert_s, 0)
         baseline = max(base_s, self.target_ops * c) + fixed
-        if metric == "plain_tokens_per_s":
-            return self.batch / baseline
         draft = self.draft_s
         if self.passes > 0:
             draft = (max(self.draft_s, self.passes * self.drafter_ops * c)
@@ -83,9 +81,44 @@ class RoundParts:
         round_s = (max(verify_s, self.target_ops * c) + fixed + draft
                    + self.round_ops * c + self.loop * terms["round_s"]
                    + terms["round_request_s"] * self.batch)
+        return baseline, round_s
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A benchmark run as waves: the parts at each batch the run goes through and how many
+    times it does. A client keeping `batch` requests in flight over a pool of `requests`
+    prompts (equal output lengths assumed) runs requests // batch full waves, then one of the
+    remainder; every request yields the same tokens, so the run's tokens/s is
+    requests x tokens / the summed wave times."""
+
+    waves: tuple[tuple[RoundParts, int], ...]
+
+    def predict(self, metric: str, tau: float, terms: dict[str, float]) -> float:
+        """The run's metric (see METRICS, relative_speedup aside) with these engine terms."""
+        baseline = round_s = requests = 0.0
+        for parts, count in self.waves:
+            step, rnd = parts.times(terms)
+            baseline += count * step
+            round_s += count * rnd
+            requests += count * parts.batch
+        if metric == "plain_tokens_per_s":
+            return requests / baseline
         if metric == "tokens_per_s":
-            return tau * self.batch / round_s
+            return tau * requests / round_s
         return tau * baseline / round_s
+
+
+def wave_batches(batch: int, requests: int | None) -> dict[int, int]:
+    """{batch of a wave: times it runs} for `requests` prompts kept `batch` at a time in flight
+    (None: the batch stays full throughout)."""
+    if requests is None:
+        return {batch: 1}
+    full, rest = divmod(requests, batch)
+    waves = {batch: full} if full else {}
+    if rest:
+        waves[rest] = 1
+    return waves
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,19 +243,19 @@ def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sample:
-    """A predictable row: its parts, metric, tau and measured value (and for a
-    relative_speedup row, the parts of its sweep's reference row)."""
+    """A predictable row: its run, metric, tau and measured value (and for a
+    relative_speedup row, the run of its sweep's reference row)."""
 
-    parts: RoundParts
+    run: Run
     metric: str
     tau: float
     measured: float
-    reference: RoundParts | None = None
+    reference: Run | None = None
 
     def predict(self, terms: dict[str, float]) -> float:
         if self.reference is None:
-            return self.parts.predict(self.metric, self.tau, terms)
-        return (self.parts.predict("speedup", 1.0, terms)
+            return self.run.predict(self.metric, self.tau, terms)
+        return (self.run.predict("speedup", 1.0, terms)
                 / self.reference.predict("speedup", 1.0, terms))
 
 
@@ -279,8 +312,17 @@ def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[s
     """A Sample for every predictable row (of one engine, if given)."""
     by_id = {r.id: r for r in rows}
     engines: dict[str, Engine] = {}
-    parts: dict[str, RoundParts] = {}
+    parts: dict[tuple[str, int], RoundParts] = {}
     out: dict[str, Sample] = {}
+
+    def run(r: PublishedRow, engine: Engine) -> Run:
+        waves = []
+        for batch, count in wave_batches(r.batch, r.requests).items():
+            if (r.id, batch) not in parts:
+                parts[r.id, batch] = row_parts(dataclasses.replace(r, batch=batch), engine)
+            waves.append((parts[r.id, batch], count))
+        return Run(tuple(waves))
+
     for row in rows:
         if unpredictable(row) or (engine_slug is not None and row.engine != engine_slug):
             continue
@@ -289,12 +331,9 @@ def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[s
         if found is None:
             continue
         engine = engines.setdefault(row.engine, load_engine(row.engine))
-        for r in (row, reference):
-            if r is not None and r.id not in parts:
-                parts[r.id] = row_parts(r, engine)
-        out[row.id] = Sample(parts=parts[row.id], metric=found[0], tau=float(row.tau or 1.0),
+        out[row.id] = Sample(run=run(row, engine), metric=found[0], tau=float(row.tau or 1.0),
                              measured=found[1],
-                             reference=None if reference is None else parts[reference.id])
+                             reference=None if reference is None else run(reference, engine))
     return out
 
 
