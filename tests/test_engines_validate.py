@@ -60,6 +60,11 @@ def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: An
         with pytest.raises(SpecError, match=r"p3.yaml: row 'r1': field 'requests' must be an "
                                             "integer"):
             load_published([str(pool)])
+    for bad in ("yes", 1, "true"):
+        flag = write_yaml("p4.yaml", {"rows": [{**row, "spec_overlap": bad}]})
+        with pytest.raises(SpecError, match=r"p4.yaml: row 'r1': field 'spec_overlap' must be "
+                                            "true or false"):
+            load_published([str(flag)])
 
 
 def test_cli_bad_published_file_is_one_line_and_exit_2(write_yaml: Any) -> None:
@@ -327,7 +332,7 @@ def test_round_request_term_is_paid_per_request_by_speculative_rounds_only() -> 
                        shape=("chain", "chain"))
 
     def rounds(round_request_s: float) -> np.ndarray:
-        engine = load_engine("sglang").with_terms(round_request_s=round_request_s)
+        engine = load_engine("sglang:sync").with_terms(round_request_s=round_request_s)
         setup = Setup(target=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"),
                       drafter=None, draft_cost=0.1, context=1024.0, engine=engine)
         return np.asarray(speedup_table(setup, [2, 32], cands).round_s)
@@ -385,3 +390,72 @@ def test_shipped_engine_fit_is_the_fit_on_the_rows_it_names(slug: str) -> None:
     fit = full_fit(rows, slug)
     for term in engine.fittable:
         assert getattr(engine, term) == pytest.approx(fit[term], rel=0.02), term
+
+
+def test_an_overlapped_round_takes_the_longer_of_gpu_and_host_by_hand() -> None:
+    """With spec_overlap a round's host work (round_s + round_request_s B) runs while the GPU
+    runs: the round takes max(GPU part, host). By hand with the terms above: GPU part
+    7 + 1 + 1.6 = 9.6 ms; host 1 + 0.1 B ms: 1.8 ms at batch 8 (hidden), 13.8 ms at batch
+    128 (the round is host-bound). Synchronous: their sum, 11.4 and 23.4 ms."""
+    import dataclasses
+
+    for batch, overlapped, synchronous in ((8.0, 9.6e-3, 11.4e-3), (128.0, 13.8e-3, 23.4e-3)):
+        parts = _parts(batch)
+        assert parts.times(_TERMS)[1] == pytest.approx(synchronous)
+        on = dataclasses.replace(parts, overlap=True)
+        assert on.times(_TERMS)[1] == pytest.approx(overlapped)
+
+
+def test_sglang_overlaps_speculative_rounds_unless_sync_is_asked() -> None:
+    """SGLang 0.5.23 runs every EAGLE-family round in its spec-v2 worker with the overlap
+    schedule on: the round's host work (1.1 ms per round + 0.18 ms per request) hides behind
+    the GPU. `sglang:sync` is SGLang before spec v2: the round pays it on top."""
+    from specsim.specs.models import load_model
+    from specsim.speculation.speedup import Candidates, Setup, speedup_table
+
+    cands = Candidates(nodes=np.array([0.0, 3.0]), depth=np.array([0.0, 3.0]),
+                       tau=np.array([1.0, 2.5]), max_width=np.array([1.0, 1.0]),
+                       shape=("chain", "chain"))
+
+    def table(engine_name: str) -> Any:
+        setup = Setup(target=load_model("llama-3.1-8b"), hardware=load_hardware("h100-sxm"),
+                      drafter=None, draft_cost=0.1, context=1024.0,
+                      engine=load_engine(engine_name))
+        return speedup_table(setup, [1, 8], cands)
+
+    on, off = table("sglang"), table("sglang:sync")
+    assert load_engine("sglang").spec_overlap and not load_engine("sglang:sync").spec_overlap
+    assert load_engine("sglang:sync").slug == "sglang:sync"
+    engine = load_engine("sglang")
+    host = engine.round_s + engine.round_request_s * np.array([1.0, 8.0])
+    assert np.asarray(off.round_s)[:, 1] - np.asarray(on.round_s)[:, 1] == pytest.approx(host)
+    assert np.asarray(on.round_s)[:, 0] == pytest.approx(np.asarray(off.round_s)[:, 0])
+
+
+@pytest.mark.parametrize("name", ["roofline:sync", "sglang:fast", "no-such-engine:sync"])
+def test_an_engine_mode_that_does_not_exist_is_one_line(name: str) -> None:
+    out = run("speedup", "-d", "dflash-qwen3-8b", "--alpha", "0.8", "--shape", "chain",
+              "--nodes", "0,7", "--batch", "1", "--engine", name)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_gpt_oss_gains_from_eagle3_at_every_batch_as_measured(results: list[Any]) -> None:
+    """SpecDrift model cards (SGLang with the spec-v2 overlap, one H100, chain 3, MT-Bench):
+    gpt-oss-120b EAGLE-3 gains 1.34x / 1.31x / 1.44x at batch 1 / 8 / 64. Held out, every row
+    is predicted above 1x (synchronous rounds put batch 8 below it)."""
+    rows = {v.row.batch: v for v in results
+            if v.row.id.startswith("specdrift-h100-gptoss120b-eagle3")}
+    assert sorted(rows) == [1, 8, 64]
+    assert all(v.row.spec_overlap and v.held_out and v.predicted > 1.0 for v in rows.values())
+
+
+def test_sglang_command_for_synchronous_timing_disables_the_overlap() -> None:
+    """A plan timed with sglang:sync prints the flag that makes SGLang 0.5.23 run its rounds
+    synchronously (fields/schedule.py: disable_overlap_schedule); the default timing (the
+    overlap, SGLang's default) prints none."""
+    sync = run("recommend", "-d", "eagle3-gpt-oss-120b", "--batch", "1", "--engine", "sglang:sync")
+    default = run("recommend", "-d", "eagle3-gpt-oss-120b", "--batch", "1")
+    assert sync.returncode == 0 and default.returncode == 0, sync.stderr + default.stderr
+    sglang = [line for line in sync.stdout.splitlines() if line.startswith("SGLang ")]
+    assert sglang and all("--disable-overlap-schedule" in line for line in sglang)
+    assert "--disable-overlap-schedule" not in default.stdout

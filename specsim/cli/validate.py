@@ -30,6 +30,8 @@ def engines_list(as_json: JsonOpt = False) -> None:
                      "fp8_rate": e.weight_dtype_efficiency.get("fp8", 1.0),
                      "int4_rate": e.weight_dtype_efficiency.get("int4", 1.0),
                      "moe_expert_floor_us": e.moe_expert_floor_s * 1e6,
+                     "round_request_us": e.round_request_s * 1e6,
+                     "spec_overlap": e.spec_overlap,
                      "fitted_on_rows": len(e.fitted_on)})
     emit(rows, as_json)
 
@@ -48,7 +50,9 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
         echo(to_json({"engine": e.slug, "name": e.name, "version": e.version,
                       "launch": e.launch, "terms": rows}))
         return
-    echo(f"{e.name} {e.version} (launch: {e.launch}); seconds unless named otherwise")
+    overlap = "on" if e.spec_overlap else "off"
+    echo(f"{e.name} {e.version} (launch: {e.launch}; speculative rounds overlap their host "
+         f"work: {overlap}); seconds unless named otherwise")
     echo(to_table(rows))
 
 

@@ -36,6 +36,7 @@ ROW_KEYS = (
     "tau", "acceptance_rate", "speedup", "baseline_tokens_per_s", "spec_tokens_per_s",  # measured
     "sweep_reference",  # the row of the same sweep its speedup is compared with (no tau)
     "requests",  # prompts the benchmark ran, `batch` at a time (None: the batch stayed full)
+    "spec_overlap",  # the engine overlapped speculative rounds' host work (SGLang spec v2)
     "assumed", "assumption", "notes",  # what the source does not give, and remarks
 )
 # The method of a plain-decoding row (a measured decoding step, tokens/s without speculation).
@@ -77,6 +78,9 @@ class PublishedRow:
     # the next prompt when theirs is done). When it is not a multiple of the batch, the run
     # ends at a smaller batch; None: enough prompts to keep the batch full.
     requests: int | None = None
+    # The engine ran its speculative rounds' host work while the GPU ran (SGLang's spec v2
+    # overlap scheduler); false: synchronous rounds, as in SGLang before spec v2.
+    spec_overlap: bool = False
     path: str = ""  # the file it was read from
 
     @property
@@ -120,7 +124,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
             raise SpecError(f"{where}: both rows need a measured speedup, and the reference "
                             "no reference of its own")
         same = ("model", "hardware", "engine", "tp", "method", "drafter_spec", "shape",
-                "draft_tokens", "depth", "weight_dtype", "requests")
+                "draft_tokens", "depth", "weight_dtype", "requests", "spec_overlap")
         differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
         if differ:
             raise SpecError(f"{where}: the reference differs in {', '.join(differ)}")
@@ -158,7 +162,7 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
-        path=str(path))
+        spec_overlap=_bool(item, "spec_overlap", where), path=str(path))
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:
@@ -194,6 +198,13 @@ def _int(item: dict[str, object], key: str, where: str, default: int | None = No
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_INTEGER:
         raise SpecError(f"{where}: field '{key}' must be an integer in 1..{MAX_INTEGER:,}, "
                         f"got {show(value)}")
+    return value
+
+
+def _bool(item: dict[str, object], key: str, where: str) -> bool:
+    value = item.get(key, False)
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}: field '{key}' must be true or false, got {show(value)}")
     return value
 
 

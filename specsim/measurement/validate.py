@@ -9,9 +9,11 @@ counts are computed once; the engine terms then enter as
 
     baseline = max(B0, ops c) + per_pass + per_request B
     round    = max(V0, ops c) + per_pass + per_request B
-               + max(D0, passes drafter_ops c) + passes drafter_pass + round_ops c + loop round_s
-               + round_request B
+               + max(D0, passes drafter_ops c) + passes drafter_pass + round_ops c + host
+    host     = loop round_s + round_request B
 
+(a row run with the engine's speculative overlap, `spec_overlap`, takes max(the rest, host)
+instead of the sum)
 (c: host seconds per eager op; see `speculation.engine_time`). The terms an engine fits
 (`Engine.fittable`) are fitted, bounded to their physical ranges, by least squares on the log
 error over the rows of that engine from every other source, and the row is predicted with that
@@ -66,6 +68,7 @@ class RoundParts:
     baseline_expert_s: float = 0.0  # achieved seconds of its expert GEMMs
     verify_experts: float = 0.0
     verify_expert_s: float = 0.0
+    overlap: bool = False  # the round's host work ran while the GPU ran (spec_overlap)
 
     def times(self, terms: dict[str, float]) -> tuple[float, float]:
         """(plain decoding step, speculative round) in seconds with these engine terms."""
@@ -78,10 +81,9 @@ class RoundParts:
         if self.passes > 0:
             draft = (max(self.draft_s, self.passes * self.drafter_ops * c)
                      + self.passes * terms["drafter_pass_s"])
-        round_s = (max(verify_s, self.target_ops * c) + fixed + draft
-                   + self.round_ops * c + self.loop * terms["round_s"]
-                   + terms["round_request_s"] * self.batch)
-        return baseline, round_s
+        gpu = max(verify_s, self.target_ops * c) + fixed + draft + self.round_ops * c
+        host = self.loop * terms["round_s"] + terms["round_request_s"] * self.batch
+        return baseline, max(gpu, host) if self.overlap else gpu + host
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +216,8 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
         round_ops=engine_time.round_kernels(engine, drafter) if eager and not row.plain
         else 0.0, loop=0.0 if row.plain else engine_time.loop_share(engine, drafter),
         baseline_experts=experts[0][0], baseline_expert_s=experts[0][1],
-        verify_experts=experts[1][0], verify_expert_s=experts[1][1])
+        verify_experts=experts[1][0], verify_expert_s=experts[1][1],
+        overlap=row.spec_overlap)
 
 
 def _experts(engine: Engine, hw: Hardware, target: Model, row: PublishedRow, queries: float,

@@ -355,7 +355,8 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
          "source": "vLLM defaults (gpu_memory_utilization, max_num_batched_tokens)"},
         {"assumption": "chunked prefill", "value": "prompts ride in the round's pass",
          "source": "steady state: B tau / L_out prompts arrive per round"},
-        {"assumption": "engine", "value": plan.engine, "source": "engines/ (specsim engines)"},
+        {"assumption": "engine", "value": _engine_text(plan.engine),
+         "source": f"engines/ (specsim engines show {plan.engine})"},
         {"assumption": "hardware", "value": f"{plan.hardware.name} ({plan.hardware.slug}, "
          f"{profile_kind(plan.hardware)})",
          "source": without_checkout(next(iter(plan.hardware.sources.values()), ""))},
@@ -489,3 +490,14 @@ def write_report(plan: Plan, out: Path, *, force: bool = False) -> list[Path]:
     (out / "report.md").write_text(to_markdown(blocks, title), encoding="utf-8")
     (out / "report.html").write_text(to_html(blocks, title, images), encoding="utf-8")
     return sorted(out.iterdir())
+
+
+def _engine_text(name: str) -> str:
+    """The engine a plan timed, and whether its speculative rounds overlap their host work."""
+    from specsim.specs.engines import load_engine
+
+    engine = load_engine(name)
+    if engine.launch == "none":
+        return f"{engine.slug}: {engine.name}"
+    overlap = "overlap" if engine.spec_overlap else "do not overlap"
+    return f"{engine.slug}: {engine.name}; speculative rounds {overlap} their host work"

@@ -26,6 +26,10 @@ An engine spec (engines/*.yaml) holds, each with a source or the rows it was fit
                            weights at few tokens, as a fraction of the bf16 GEMM rate
     moe_expert_floor_s     least seconds the fused-MoE kernel spends per touched expert and
                            MoE layer (both expert GEMMs), however few tokens the expert got
+    spec_overlap           true where the engine does a speculative round's host work (round_s,
+                           round_request_s) while the GPU runs the next round (SGLang's spec
+                           v2 overlap scheduler): a round then takes the longer of the two.
+                           `name:sync` / `name:overlap` load an engine with it off / on.
 
 `roofline` is the engine with no terms: the idealized GPU of the article.
 """
@@ -64,7 +68,7 @@ OP_KINDS = ("pass", "head", "round", "loop")
 # one. A new field is one line here (and its reader). `speculative` is the block of accepted
 # speculative settings, read whole by specsim.specs.engine_args.
 ENGINE_KEYS = ("name", "version", "source", "launch", "bandwidth_efficiency",
-               "weight_dtype_efficiency", "drafter_ops", "fit",
+               "weight_dtype_efficiency", "drafter_ops", "fit", "spec_overlap",
                "speculative", *TERMS)
 FIT_KEYS = ("rows", "source", *sorted({k for terms in FITTABLE.values() for k in terms}))
 DRAFTER_OPS_KEYS = ("source", *OP_KINDS)
@@ -91,6 +95,7 @@ class Engine:
     weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
     moe_expert_floor_s: float = 0.0
     round_request_s: float = 0.0
+    spec_overlap: bool = False
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fitted_on: tuple[str, ...] = ()
     fitted: tuple[str, ...] = ()  # terms its `fit` block holds
@@ -130,6 +135,17 @@ class Engine:
         """The same engine with some terms replaced (a fit)."""
         return dataclasses.replace(self, **terms)  # type: ignore[arg-type]
 
+    def with_spec_overlap(self, on: bool) -> Engine:
+        """The same engine with its speculative rounds' host work overlapped or not."""
+        if on == self.spec_overlap:
+            return self
+        return dataclasses.replace(self, spec_overlap=on,
+                                   slug=f"{self.slug.split(':')[0]}:{OVERLAP_MODES[on]}")
+
+
+# `--engine NAME:MODE` suffixes: speculative rounds' host work synchronous or overlapped.
+OVERLAP_MODES = {False: "sync", True: "overlap"}
+
 
 ROOFLINE = Engine(slug="roofline", name="no engine (idealized GPU roofline)", version="-",
                   launch="none")
@@ -141,7 +157,14 @@ def engine_or_none(engine: Engine) -> Engine | None:
 
 
 def load_engine(name: str) -> Engine:
-    """Load an engine by slug or path; `roofline` is the engine with no terms."""
+    """Load an engine by slug or path; `roofline` is the engine with no terms. A `:sync` or
+    `:overlap` suffix sets whether its speculative rounds overlap their host work."""
+    base, _, mode = name.rpartition(":")
+    if base and mode in OVERLAP_MODES.values():
+        engine = load_engine(base)
+        if engine.launch == "none":
+            raise SpecError(f"engine '{name}': the roofline has no host work to overlap")
+        return engine.with_spec_overlap(mode == OVERLAP_MODES[True])
     if name == ROOFLINE.slug:
         return ROOFLINE
     path = resolve_path("engines", name)
@@ -156,6 +179,7 @@ def load_engine(name: str) -> Engine:
                   launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
                   bandwidth_efficiency=f.number("bandwidth_efficiency", 1.0, positive=True),
                   weight_dtype_efficiency=_dtype_efficiency(f),
+                  spec_overlap=f.boolean("spec_overlap", False),
                   sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),
                   path=spec.path, **numbers)
 

@@ -3,8 +3,11 @@
     pass_s   = max(kernel_s / efficiency, ops x op_host_s) + per_pass_s + per_request_s B
     draft_s  = max(draft_kernel_s / efficiency, passes x drafter_ops x op_host_s)
                + passes x drafter_pass_s
-    round_s  = verify pass_s + draft_s + round_ops x op_host_s + loop x round_s (engine)
-               + round_request_s B
+    round_s  = verify pass_s + draft_s + round_ops x op_host_s + host
+    host     = loop x round_s (engine) + round_request_s B
+
+An engine with `spec_overlap` (SGLang's spec v2) does a round's host work while the GPU runs
+the next round, so a round takes max(GPU part, host) instead of their sum.
 
 An eager engine issues every op from Python; the host runs ahead of the GPU, so a pass takes
 the longer of the two. Its op counts are the target's layers x kernels_per_layer plus the
@@ -102,6 +105,15 @@ def round_request_s(engine: Engine, batch: ArrayLike) -> FloatArray:
     appended, checked for a finish and streamed, and a speculative round does this outside
     the GPU's time (plain decoding overlaps it with the next step)."""
     return np.asarray(engine.round_request_s * np.asarray(batch, dtype=np.float64))
+
+
+def round_host_parts(engine: Engine, drafter: Drafter | None, batch: ArrayLike
+                     ) -> tuple[FloatArray, FloatArray]:
+    """(added to a round, overlapped with its GPU part) host seconds per round, per batch:
+    the round's host work goes to one or the other by the engine's `spec_overlap`."""
+    host = np.asarray(round_host_s(engine, drafter) + round_request_s(engine, batch))
+    zero = np.zeros_like(host)
+    return (zero, host) if engine.spec_overlap else (host, zero)
 
 
 def loop_share(engine: Engine, drafter: Drafter | None) -> float:

@@ -166,12 +166,17 @@ class SpeedupTable:
     round_overhead_s: float | FloatArray  # host seconds per round: one value, or per batch
     fits: BoolArray
     context: float
+    # Host seconds per round done while the GPU runs (an engine with spec_overlap): a round
+    # takes the longer of its GPU part and this; one value, or per batch.
+    round_host_overlap_s: float | FloatArray = 0.0
 
     @property
     def round_s(self) -> FloatArray:
         speculating = self.candidates.nodes > 0
         overhead = np.reshape(self.round_overhead_s, (-1, 1))
-        return np.asarray(self.verify_s + self.draft_s + overhead * speculating)
+        gpu = self.verify_s + self.draft_s + overhead * speculating
+        hidden = np.reshape(self.round_host_overlap_s, (-1, 1))
+        return np.asarray(np.maximum(gpu, hidden * speculating))
 
     @property
     def speedup(self) -> FloatArray:
@@ -266,16 +271,17 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     draft = np.where(grid_n > 0, draft, 0.0)
     k = candidates.nodes.size
     overhead: float | FloatArray = setup.round_overhead_s
+    hidden: float | FloatArray = 0.0
     if setup.engine is not None:
         baseline, verify, draft = _engine_times(setup, setup.engine, b, baseline, verify, draft,
                                                 np.where(grid_n > 0, passes, 0.0))
-        overhead = (overhead + engine_time.round_host_s(setup.engine, setup.drafter)
-                    + engine_time.round_request_s(setup.engine, b))
+        added, hidden = engine_time.round_host_parts(setup.engine, setup.drafter, b)
+        overhead = overhead + added
     return SpeedupTable(
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
         round_overhead_s=overhead, fits=_fits(setup, b, contexts),
-        context=float(contexts.mean()))
+        context=float(contexts.mean()), round_host_overlap_s=hidden)
 
 
 def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, nodes: ArrayLike,
