@@ -17,7 +17,9 @@ def plan(
     drafter: Annotated[list[str] | None, typer.Option(
         "--drafter", "-d", help="Drafter (slug or YAML); repeat for several. Default: the "
         "built-in drafters trained for the model.")] = None,
-    engine: Annotated[str, typer.Option(help="Serving engine (`specsim engines list`).")]
+    engine: Annotated[str, typer.Option(
+        help="Serving engine (`specsim engines list`; NAME:sync / NAME:overlap set whether "
+        "speculative rounds overlap their host work).")]
     = DEFAULT_ENGINE,
     workload: Annotated[str, typer.Option(
         help="Scenario (`specsim workloads list`: chat, code, math, long-context, agentic) "

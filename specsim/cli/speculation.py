@@ -53,7 +53,9 @@ ShapeOpt = Annotated[str, typer.Option(
     help="chain, tree (best-first), or auto (trees when the acceptance has per-rank data).")]
 EngineOpt = Annotated[str, typer.Option(
     help="Serving engine whose host and launch terms the round pays (`specsim engines list`: "
-    "hf-eager, vllm, sglang); default roofline = the idealized GPU with no engine.")]
+    "hf-eager, vllm, sglang); roofline = the idealized GPU with no engine. NAME:sync / "
+    "NAME:overlap time speculative rounds with their host work after / during the GPU's "
+    "(sglang overlaps by default, as SGLang 0.5.23 does; sglang:sync is SGLang before spec v2).")]
 
 
 @drafters_app.command("list")
