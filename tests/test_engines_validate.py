@@ -37,7 +37,9 @@ def test_eager_pass_is_the_longer_of_gpu_and_launch_time_plus_host(write_yaml: A
     np.testing.assert_allclose(got, [11e-3, 31e-3])
 
 
-@pytest.mark.parametrize("field, value", [("per_pass_s", -1e-3), ("round_s", "fast")])
+@pytest.mark.parametrize("field, value", [
+    ("per_pass_s", -1e-3), ("round_s", "fast"), ("flops_efficiency", 1.5),
+    ("flops_efficiency", 0), ("spec_overlap", "yes")])
 def test_engine_with_a_bad_overhead_names_file_and_field(write_yaml: Any, field: str,
                                                          value: object) -> None:
     path = write_yaml("bad.yaml", {**ENGINE, field: value})
@@ -459,3 +461,26 @@ def test_sglang_command_for_synchronous_timing_disables_the_overlap() -> None:
     sglang = [line for line in sync.stdout.splitlines() if line.startswith("SGLang ")]
     assert sglang and all("--disable-overlap-schedule" in line for line in sglang)
     assert "--disable-overlap-schedule" not in default.stdout
+
+
+def test_datasheet_kernels_run_at_the_transferred_bandwidth_and_flops_fractions() -> None:
+    """Both fractions come from the A100 GEMM fit (bandwidth 0.862, flops 0.757): on a datasheet
+    GPU an engine's memory-bound GEMM takes its roofline time / 0.862, a compute-bound one its
+    roofline time / 0.757 (a calibrated profile keeps its own fit)."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.models import load_model
+
+    engine = load_engine("sglang")
+    assert (engine.bandwidth_efficiency, engine.flops_efficiency) == (0.862, 0.757)
+    hw = load_hardware("b200")
+    timed = engine_time.timing_hardware(engine, hw)
+    model = load_model("qwen3-8b")
+    for tokens, fraction in ((1.0, 0.862), (8192.0, 0.757)):
+        shape = batch_mix_passes(tokens, np.array([1.0]), np.array([0.0]))
+        ideal = {c.op.name: c.time_s[0] for c in pass_cost(model, hw, shape).ops}
+        engine_s = {c.op.name: c.time_s[0] / engine.bandwidth_efficiency
+                    for c in pass_cost(model, timed, shape).ops}
+        assert engine_s["mlp_up"] == pytest.approx(ideal["mlp_up"] / fraction, rel=1e-9)
+    calibrated = load_hardware("calibrated/a100-80g-sxm-vidur")
+    assert engine_time.timing_hardware(engine, calibrated) is calibrated

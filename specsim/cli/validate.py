@@ -26,7 +26,8 @@ def engines_list(as_json: JsonOpt = False) -> None:
                      "op_host_us": e.op_host_s * 1e6, "per_pass_ms": e.per_pass_s * 1e3,
                      "per_request_us": e.per_request_s * 1e6,
                      "drafter_pass_ms": e.drafter_pass_s * 1e3, "round_ms": e.round_s * 1e3,
-                     "efficiency": e.bandwidth_efficiency,
+                     "bw_efficiency": e.bandwidth_efficiency,
+                     "flops_efficiency": e.flops_efficiency,
                      "fp8_rate": e.weight_dtype_efficiency.get("fp8", 1.0),
                      "int4_rate": e.weight_dtype_efficiency.get("int4", 1.0),
                      "moe_expert_floor_us": e.moe_expert_floor_s * 1e6,
@@ -45,7 +46,8 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
     e = load_engine(name)
     rows = [{"term": term, "value": getattr(e, term),
              "source": "fitted on " + ", ".join(e.fitted_on) if term in e.fitted
-             else e.sources.get(term, "")} for term in (*TERMS, "bandwidth_efficiency")]
+             else e.sources.get(term, "")}
+            for term in (*TERMS, "bandwidth_efficiency", "flops_efficiency")]
     if as_json:
         echo(to_json({"engine": e.slug, "name": e.name, "version": e.version,
                       "launch": e.launch, "terms": rows}))

@@ -224,8 +224,9 @@ def _experts(engine: Engine, hw: Hardware, target: Model, row: PublishedRow, que
              precision: Precision) -> tuple[float, float]:
     """(touched experts x MoE layers, achieved seconds of the expert GEMMs) of one pass of
     `queries` tokens per request over the row's batch."""
-    cost = pass_cost(target, hw, batch_mix_passes(queries, np.array([float(row.batch)]),
-                                                  np.array([CONTEXT_TOKENS])),
+    cost = pass_cost(target, engine_time.timing_hardware(engine, hw),
+                     batch_mix_passes(queries, np.array([float(row.batch)]),
+                                      np.array([CONTEXT_TOKENS])),
                      tp=row.tp, precision=precision)
     units, kernel_s = engine_time.expert_parts(engine, hw, cost)
     return float(units[0]), float(kernel_s[0]) / engine_time.efficiency(engine, hw)

@@ -80,7 +80,7 @@ class ServingTable:
 
 def _kernel_s(setup: Setup, tokens_per_request: FloatArray, batch: FloatArray,
               context: float) -> FloatArray:
-    cost = pass_cost(setup.target, setup.hardware,
+    cost = pass_cost(setup.target, engine_time.timing_hardware(setup.engine, setup.hardware),
                      batch_mix_passes(tokens_per_request, batch, np.array([context])),
                      tp=setup.tp, precision=setup.precision, ep=setup.ep)
     return np.asarray(cost.time_s, dtype=np.float64)

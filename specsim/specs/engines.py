@@ -22,6 +22,8 @@ An engine spec (engines/*.yaml) holds, each with a source or the rows it was fit
     round_request_s        host seconds per request per speculative round that the engine does
                            not overlap with the GPU (accepting tokens, finish checks, output)
     bandwidth_efficiency   achieved fraction of datasheet bandwidth used for datasheet GPUs
+    flops_efficiency       achieved fraction of datasheet peak flops for datasheet GPUs (the
+                           compute-bound part of a kernel; default: bandwidth_efficiency)
     weight_dtype_efficiency  per weight dtype (fp8, int4, mxfp4): the rate its GEMMs stream
                            weights at few tokens, as a fraction of the bf16 GEMM rate
     moe_expert_floor_s     least seconds the fused-MoE kernel spends per touched expert and
@@ -67,7 +69,7 @@ OP_KINDS = ("pass", "head", "round", "loop")
 # Every key an engine YAML may hold, per block; any other key is an error naming the closest
 # one. A new field is one line here (and its reader). `speculative` is the block of accepted
 # speculative settings, read whole by specsim.specs.engine_args.
-ENGINE_KEYS = ("name", "version", "source", "launch", "bandwidth_efficiency",
+ENGINE_KEYS = ("name", "version", "source", "launch", "bandwidth_efficiency", "flops_efficiency",
                "weight_dtype_efficiency", "drafter_ops", "fit", "spec_overlap",
                "speculative", *TERMS)
 FIT_KEYS = ("rows", "source", *sorted({k for terms in FITTABLE.values() for k in terms}))
@@ -92,6 +94,7 @@ class Engine:
     drafter_pass_s: float = 0.0
     round_s: float = 0.0
     bandwidth_efficiency: float = 1.0
+    flops_efficiency: float = 1.0
     weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
     moe_expert_floor_s: float = 0.0
     round_request_s: float = 0.0
@@ -113,9 +116,10 @@ class Engine:
             if not 0 < f <= 1:
                 raise SpecError(f"{self.path}: field 'weight_dtype_efficiency.{dtype}' must be "
                                 f"in (0, 1], got {f!r}")
-        if not 0 < self.bandwidth_efficiency <= 1:
-            raise SpecError(f"{self.path}: field 'bandwidth_efficiency' must be in (0, 1], "
-                            f"got {self.bandwidth_efficiency!r}")
+        for name in ("bandwidth_efficiency", "flops_efficiency"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise SpecError(f"{self.path}: field '{name}' must be in (0, 1], got {value!r}")
 
     @property
     def eager(self) -> bool:
@@ -175,9 +179,11 @@ def load_engine(name: str) -> Engine:
     fitted = _fitted_terms(f)
     numbers.update(fitted)
     fitted_on = tuple(str(r) for r in (spec.data.get("fit") or {}).get("rows", []) or [])
+    bandwidth = f.number("bandwidth_efficiency", 1.0, positive=True)
     return Engine(slug=path.stem, name=f.string("name"), version=f.string("version"),
                   launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
-                  bandwidth_efficiency=f.number("bandwidth_efficiency", 1.0, positive=True),
+                  bandwidth_efficiency=bandwidth,
+                  flops_efficiency=f.number("flops_efficiency", bandwidth, positive=True),
                   weight_dtype_efficiency=_dtype_efficiency(f),
                   spec_overlap=f.boolean("spec_overlap", False),
                   sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),

@@ -29,6 +29,8 @@ that expert got.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -70,6 +72,18 @@ def round_kernels(engine: Engine, drafter: Drafter | None) -> float:
 def efficiency(engine: Engine, hw: Hardware) -> float:
     """Achieved fraction of datasheet speed: the engine's transfer for a datasheet profile."""
     return 1.0 if hw.is_calibrated else engine.bandwidth_efficiency
+
+
+def timing_hardware(engine: Engine | None, hw: Hardware) -> Hardware:
+    """The profile an engine's kernel times are computed on: a datasheet profile with its peak
+    flops scaled so that, once every kernel time is divided by the bandwidth efficiency,
+    compute-bound time runs at the engine's flops efficiency (max(bytes / (bw e_b),
+    flops / (peak e_f)) per op); a calibrated profile as it is."""
+    if engine is None or hw.is_calibrated or engine.flops_efficiency == engine.bandwidth_efficiency:
+        return hw
+    scale = engine.flops_efficiency / engine.bandwidth_efficiency
+    return dataclasses.replace(
+        hw, peak_flops_per_s={k: v * scale for k, v in hw.peak_flops_per_s.items()})
 
 
 def pass_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, kernels: float,

@@ -239,14 +239,15 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     grid_d = np.tile(candidates.depth, b.size)
     grid_tau = np.tile(candidates.tau, b.size)
     t = setup.target
+    hw = engine_time.timing_hardware(setup.engine, setup.hardware)
     contexts = np.atleast_1d(np.asarray(setup.context, dtype=np.float64))
-    base_cost = pass_cost(t, setup.hardware, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
+    base_cost = pass_cost(t, hw, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
                           precision=setup.precision, ep=setup.ep)
     baseline = _kernel_s(setup, base_cost)
     # Verification depends on (B, N) only: time each distinct N once, then gather.
     nodes, index = np.unique(candidates.nodes, return_inverse=True)
     cost = pass_cost(
-        t, setup.hardware,
+        t, hw,
         batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
         tp=setup.tp, precision=setup.precision, ep=setup.ep)
     verify = _kernel_s(setup, cost).reshape(b.size, nodes.size)[:, index.ravel()]
@@ -266,7 +267,7 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
         assert setup.drafter is not None
         shape = round_shape(batch=grid_b, depth=grid_d, nodes=grid_n, accepted=grid_tau,
                             context=float(contexts.mean()))
-        draft = draft_time_s(setup.drafter, setup.hardware, shape, tp=setup.tp,
+        draft = draft_time_s(setup.drafter, hw, shape, tp=setup.tp,
                              precision=setup.precision)
     draft = np.where(grid_n > 0, draft, 0.0)
     k = candidates.nodes.size
