@@ -287,19 +287,23 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
     """Every row: predicted with its engine's terms fitted on the other sources, or why not."""
     samples = _samples(rows)
     engines: dict[str, Engine] = {}
+    fits: dict[tuple[str, str], tuple[dict[str, float], bool]] = {}
     out: dict[str, Validation] = {}
     for row in rows:
         if row.id not in samples:
             out[row.id] = Validation(row=row, reason=_reason(row, rows))
             continue
         engine = engines.setdefault(row.engine, load_engine(row.engine))
-        train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
-                 and r.source_key != row.source_key]
-        terms = fit_terms(engine, train)
+        held_out = (row.engine, row.source_key)  # the rows of one source share their fit
+        if held_out not in fits:
+            train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
+                     and r.source_key != row.source_key]
+            fits[held_out] = (fit_terms(engine, train), bool(train))
+        terms, trained = fits[held_out]
         sample = samples[row.id]
         out[row.id] = Validation(row=row, metric=sample.metric, measured=sample.measured,
                                  predicted=sample.predict(terms), terms=terms,
-                                 held_out=bool(train) or not engine.fittable)
+                                 held_out=trained or not engine.fittable)
     return [out[r.id] for r in rows]
 
 
