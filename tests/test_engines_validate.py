@@ -434,7 +434,8 @@ def test_sglang_overlaps_speculative_rounds_unless_sync_is_asked() -> None:
     assert np.asarray(on.round_s)[:, 0] == pytest.approx(np.asarray(off.round_s)[:, 0])
 
 
-@pytest.mark.parametrize("name", ["roofline:sync", "sglang:fast", "no-such-engine:sync"])
+@pytest.mark.parametrize("name", ["roofline:sync", "sglang:fast", "no-such-engine:sync",
+                                  "hf-eager:overlap", "sglang:"])
 def test_an_engine_mode_that_does_not_exist_is_one_line(name: str) -> None:
     out = run("speedup", "-d", "dflash-qwen3-8b", "--alpha", "0.8", "--shape", "chain",
               "--nodes", "0,7", "--batch", "1", "--engine", name)

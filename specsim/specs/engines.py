@@ -168,6 +168,10 @@ def load_engine(name: str) -> Engine:
         engine = load_engine(base)
         if engine.launch == "none":
             raise SpecError(f"engine '{name}': the roofline has no host work to overlap")
+        if engine.eager and mode == OVERLAP_MODES[True]:
+            raise SpecError(f"engine '{name}': {base} issues every op of a round from Python, "
+                            "so its rounds cannot overlap their host work; use "
+                            f"'{base}' or '{base}:sync'")
         return engine.with_spec_overlap(mode == OVERLAP_MODES[True])
     if name == ROOFLINE.slug:
         return ROOFLINE
