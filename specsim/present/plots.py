@@ -138,7 +138,13 @@ def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
                        s=18)
         values = [r["measured"] for r in members] + [r["predicted"] for r in members]
         top = max(values + [1.0]) * 1.05
-        ax.plot([0, top], [0, top], color="grey", lw=0.8)
+        if unit == "tokens/s" and values:  # one GPU at batch 1 to a B200 at 32: log axes
+            low = min(values) / 1.3
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.plot([low, top], [low, top], color="grey", lw=0.8)
+        else:
+            ax.plot([0, top], [0, top], color="grey", lw=0.8)
         ax.set_xlabel(f"measured {unit}")
         ax.set_ylabel(f"predicted {unit} (held out)")
         if members:
