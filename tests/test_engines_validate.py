@@ -235,7 +235,7 @@ def test_default_engine_is_sglang_and_named() -> None:
     out = run("speedup", "-d", "dflash-qwen3-8b", "--alpha", "0.8", "--shape", "chain",
               "--nodes", "0,7", "--batch", "1")
     assert out.returncode == 0, out.stderr
-    assert "; engine sglang;" in out.stdout.splitlines()[0]
+    assert "; engine sglang (rounds overlap their host work);" in out.stdout.splitlines()[0]
 
 
 # ---------------------------------------------------------------- strict keys (issue 10)

@@ -113,6 +113,8 @@ def setup_text(*, model: Any, hardware: Any, context: float | tuple[float, ...] 
 def setup_line(setup: Any, acceptance: str, *, engine: str = "") -> str:
     """`setup_text` of a speculation Setup."""
     cost = "" if setup.draft_cost is None else f"; draft cost {setup.draft_cost:g} per pass"
+    if engine and getattr(setup.engine, "spec_overlap", False):
+        engine += " (rounds overlap their host work)"
     return setup_text(model=setup.target, hardware=setup.hardware, context=setup.context,
                       tp=setup.tp, ep=getattr(setup, "ep", 1), precision=setup.precision,
                       drafter=setup.drafter, acceptance=acceptance, engine=engine) + cost
