@@ -68,9 +68,10 @@ def roofline(
                  tp=tp, precision=prec, ep=ep)
     rows = roofline_op_rows(cost) if by_op else roofline_rows(cost)
     if not by_op and eng.launch != "none":
-        timed = sweep(target, engine_time.timing_hardware(eng, hw),
-                      parse_ints(tokens, "--tokens"), context=ctx, queries=queries, tp=tp,
-                      precision=prec, ep=ep)
+        timing_hw = engine_time.timing_hardware(eng, hw)
+        timed = cost if timing_hw is hw else sweep(  # compute-bound ops at the engine's flops
+            target, timing_hw, parse_ints(tokens, "--tokens"), context=ctx, queries=queries,
+            tp=tp, precision=prec, ep=ep)
         passes = engine_time.pass_s(eng, hw, engine_time.engine_kernel_s(eng, hw, timed),
                                     engine_time.model_kernels(eng, target),
                                     cost.tokens / queries)

@@ -139,12 +139,17 @@ class Engine:
         """The same engine with some terms replaced (a fit)."""
         return dataclasses.replace(self, **terms)  # type: ignore[arg-type]
 
+    @property
+    def base_slug(self) -> str:
+        """The engine's file slug without a `:sync` / `:overlap` mode."""
+        return self.slug.split(":")[0]
+
     def with_spec_overlap(self, on: bool) -> Engine:
         """The same engine with its speculative rounds' host work overlapped or not."""
         if on == self.spec_overlap:
             return self
         return dataclasses.replace(self, spec_overlap=on,
-                                   slug=f"{self.slug.split(':')[0]}:{OVERLAP_MODES[on]}")
+                                   slug=f"{self.base_slug}:{OVERLAP_MODES[on]}")
 
 
 # `--engine NAME:MODE` suffixes: speculative rounds' host work synchronous or overlapped.

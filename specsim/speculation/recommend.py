@@ -386,7 +386,7 @@ def _sglang_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
                               reason="speculation does not pay at any batch size that fits")]
     head = args.launch.format(model=target_id(setup)) + _tp(args.tp_flag, setup.tp)
     engine = setup.engine
-    if engine is not None and engine.slug.split(":")[0] == "sglang" and not engine.spec_overlap:
+    if engine is not None and engine.base_slug == "sglang" and not engine.spec_overlap:
         head += f" {rules['sync_flag']}"  # what was timed: rounds without the overlap
     return [EngineCommand(engine="sglang", version=args.version, command=f"{head} {text}",
                           batches=tuple(b)) for text, b in by_setting.items()]
