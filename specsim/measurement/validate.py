@@ -242,10 +242,13 @@ def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
     d = load_drafter(row.drafter_spec, target=target)
     if not row.drafter_takes_target_width or d.hidden_size == target.hidden_size:
         return d
+    # Widened to the target's shapes; an own LM head keeps its draft vocabulary (EAGLE-3's
+    # 32,000 of the target's), a shared one is the target's.
     return dataclasses.replace(
         d, hidden_size=target.hidden_size, num_attention_heads=target.num_attention_heads,
         num_kv_heads=target.num_kv_heads, head_dim=target.head_dim,
-        intermediate_size=target.intermediate_size, vocab_size=target.vocab_size)
+        intermediate_size=target.intermediate_size,
+        vocab_size=d.vocab_size if d.own_lm_head else target.vocab_size)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
