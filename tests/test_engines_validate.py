@@ -57,6 +57,12 @@ def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: An
     unknown = write_yaml("p2.yaml", {"rows": [{**row, "model": "no-such-model"}]})
     with pytest.raises(SpecError, match=r"p2.yaml: row 'r1': unknown model 'no-such-model'"):
         load_published([str(unknown)])
+    for field, typo, hint in (("hardware", "H100", "'h100-pcie' or 'h100-sxm'"),
+                              ("engine", "sglng", "'sglang'"), ("model", "Qwen3-8B", "'qwen3-8b'")):
+        near = write_yaml("p5.yaml", {"rows": [{**row, field: typo}]})
+        with pytest.raises(SpecError, match=rf"p5.yaml: row 'r1': unknown {field} '{typo}' "
+                                            rf"\(did you mean {hint}\?\)"):
+            load_published([str(near)])
     for bad in (0, -20, 2.5, "all", True):
         pool = write_yaml("p3.yaml", {"rows": [{**row, "requests": bad}]})
         with pytest.raises(SpecError, match=r"p3.yaml: row 'r1': field 'requests' must be an "

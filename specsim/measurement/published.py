@@ -18,6 +18,7 @@ from specsim.specs.io import (
     MAX_NUMBER,
     builtin_names,
     check_keys,
+    closest,
     read_yaml,
     resolve_path,
     show,
@@ -189,8 +190,10 @@ def _drafter_spec(item: dict[str, object], where: str) -> str | None:
 
 
 def _check_known(where: str, kind: str, name: str) -> None:
-    if name not in builtin_names(kind):
-        raise SpecError(f"{where}: unknown {kind.rstrip('s')} '{name}'")
+    names = builtin_names(kind)
+    if name not in names:
+        raise SpecError(f"{where}: unknown {kind.rstrip('s')} '{name}'{closest(name, names)}; "
+                        f"`specsim {kind} list` shows the built-in ones")
 
 
 def _int(item: dict[str, object], key: str, where: str, default: int | None = None) -> int:
