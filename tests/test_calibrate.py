@@ -336,3 +336,21 @@ def test_overall_mape_weights_each_split_by_its_points() -> None:
     assert overall_mape(errors, "train") == (10.0, 20.0)  # (4 + 3 * 12) / 4
     assert overall_mape(errors, "holdout") == (30.0, 20.0)
     assert overall_mape(errors, "nothing") is None
+
+
+def test_calibrate_reports_fitted_fractions_and_flags_an_implausible_bandwidth() -> None:
+    """The fitted GEMM fractions are printed with what they mean for the GPU, and a fit far
+    below what real GPUs stream (75-90% of the datasheet, DESIGN.md section 9) is flagged."""
+    from specsim.cli.measurement import _fitted_efficiency, _implausible_efficiency
+
+    datasheet = load_hardware("a100-80g-sxm")  # 2,039 GB/s, 312 bf16 TFLOPS (datasheet)
+    fitted = _fitted_efficiency(load_hardware("calibrated/a100-80g-sxm-vidur"), datasheet)
+    gemm = load_hardware("calibrated/a100-80g-sxm-vidur").efficiency.gemm
+    assert fitted["gemm_bandwidth_fraction"] == pytest.approx(gemm.bandwidth)
+    assert fitted["gemm_bandwidth_GB_per_s"] == pytest.approx(gemm.bandwidth * 2039)
+    assert fitted["gemm_bf16_TFLOPS"] == pytest.approx(gemm.flops * 312)
+    assert _implausible_efficiency(fitted, datasheet) == ""
+    # A40 kernels (544 GB/s streamed) passed off as an H100's: 544 / 3,350 = 16%.
+    slow = {**fitted, "gemm_bandwidth_fraction": 544 / 3350, "gemm_bandwidth_GB_per_s": 544.0}
+    why = _implausible_efficiency(slow, load_hardware("h100-sxm"))
+    assert "reached 16% of the NVIDIA H100" in why and "(544 of 3,350 GB/s)" in why

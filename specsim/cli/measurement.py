@@ -276,7 +276,42 @@ def calibrate(
     if worse:
         note(f"warning: the calibrated profile is worse than the datasheet ({worse}); "
              "written because of --force")
-    _report(result, out, as_json)
+    fitted = _fitted_efficiency(result.hardware, hw)
+    low = _implausible_efficiency(fitted, hw)
+    if low:
+        note(f"warning: {profile_path}: {low}")
+    setup = (f"setup: calibrate {profile_path} ({fmt}) against the {hw.name} datasheet; "
+             f"{len(points):,} points, {split_rule}")
+    _report(result, out, as_json, setup=setup, fitted=fitted)
+
+
+# Real GPUs stream 75-90% of datasheet bandwidth in weight GEMMs (DESIGN.md section 9); a fit
+# far below that says the kernels ran on another, slower or shared device than --hardware.
+PLAUSIBLE_BANDWIDTH = 0.5
+
+
+def _fitted_efficiency(fitted_hw: Any, datasheet: Any) -> dict[str, float]:
+    """The fitted GEMM fractions of the datasheet and what they mean in bytes/s and flop/s."""
+    gemm = fitted_hw.efficiency.gemm
+    peak = datasheet.peak_flops_per_s.get("bf16", max(datasheet.peak_flops_per_s.values()))
+    return {"gemm_bandwidth_fraction": float(gemm.bandwidth),
+            "gemm_bandwidth_GB_per_s": float(gemm.bandwidth * datasheet.hbm_bandwidth_bytes_per_s
+                                             / 1e9),
+            "gemm_flops_fraction": float(gemm.flops),
+            "gemm_bf16_TFLOPS": float(gemm.flops * peak / 1e12),
+            "gemm_floor_us": float(gemm.floor_s * 1e6)}
+
+
+def _implausible_efficiency(fitted: dict[str, float], datasheet: Any) -> str:
+    """Why the fit is outside what this GPU can be ('' when it is not)."""
+    share = fitted["gemm_bandwidth_fraction"]
+    if share >= PLAUSIBLE_BANDWIDTH:
+        return ""
+    return (f"the GEMMs reached {share:.0%} of the {datasheet.name} datasheet bandwidth "
+            f"({fitted['gemm_bandwidth_GB_per_s']:,.0f} of "
+            f"{datasheet.hbm_bandwidth_bytes_per_s / 1e9:,.0f} GB/s), where real GPUs reach "
+            "75-90%: were these kernels measured on this GPU (not a slower, shared or "
+            "throttled one)?")
 
 
 def _measurements(path: Path, fmt: str, vidur_device: str) -> tuple[Any, str]:
@@ -328,7 +363,8 @@ def _write_csv(frame: Any, path: Path) -> None:
     atomic_write(path, lambda handle: frame.to_csv(handle, index=False, float_format="%.7g"))
 
 
-def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True) -> None:
+def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True, setup: str = "",
+            fitted: dict[str, float] | None = None) -> None:
     errors = result.errors.round(2).to_dict("records")
     layers = result.layer_errors.round(2).to_dict("records") if len(result.layer_errors) else []
     regions = result.region_errors.round(2).to_dict("records") \
@@ -339,8 +375,11 @@ def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True) -> Non
                       "summed_gemm_errors_by_region": regions,
                       "gemm_errors_by_weight_size": sizes, "notes": list(result.notes),
                       "tree_attention_slowdown": result.tree_attention_slowdown,
+                      "fitted": fitted, "setup": setup or None,
                       "name": result.hardware.name, "out": str(out) if wrote else None}))
         return
+    if setup:
+        echo(setup)
     echo(to_table(errors))
     if layers:
         echo("\nGEMM time summed per (model, TP, n), e.g. one layer's weight GEMMs:")
@@ -354,5 +393,11 @@ def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True) -> Non
     for text in result.notes:
         echo(f"note: {text}")
     echo(f"\ntree-masked / causal attention: {result.tree_attention_slowdown:.2f}x")
+    if fitted:
+        echo(f"fitted GEMMs: {fitted['gemm_bandwidth_fraction']:.3f} of datasheet bandwidth "
+             f"({fitted['gemm_bandwidth_GB_per_s']:,.0f} GB/s), "
+             f"{fitted['gemm_flops_fraction']:.3f} of peak flops "
+             f"({fitted['gemm_bf16_TFLOPS']:,.0f} bf16 TFLOPS), "
+             f"{fitted['gemm_floor_us']:.2f} us least time per kernel")
     if wrote:
         echo(f"wrote {out}: {result.hardware.name}")
