@@ -123,14 +123,19 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str,
 
 def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
     """Predicted against measured: speedups (left), tokens/s (middle), batch sweeps as speedup
-    over the sweep's reference batch (right), one marker per family."""
+    over the sweep's reference batch (right), one marker per family. Each panel names its row
+    count and median |error|; speedup rows predicted on the other side of 1 are circled."""
     import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
     panels = ((axes[0], [r for r in rows if r["metric"] == "speedup"], "speedup"),
               (axes[1], [r for r in rows if "tokens_per_s" in r["metric"]], "tokens/s"),
               (axes[2], [r for r in rows if r["metric"] == "relative_speedup"],
                "speedup ÷ sweep's first batch"))
+    wrong = [r for r in rows if r["metric"] == "speedup"
+             and (r["predicted"] > 1) != (r["measured"] > 1)]
     for ax, members, unit in panels:
         for fam in sorted({r["family"] for r in members}):
             pts = [r for r in members if r["family"] == fam]
@@ -138,15 +143,36 @@ def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
                        s=18)
         values = [r["measured"] for r in members] + [r["predicted"] for r in members]
         top = max(values + [1.0]) * 1.05
-        if unit == "tokens/s" and values:  # one GPU at batch 1 to a B200 at 32: log axes
+        if unit in ("tokens/s", "speedup") and values:
+            # log axes: one GPU at batch 1 to a B200 at 32; speedups from 0.6x to 8x
             low = min(values) / 1.3
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.plot([low, top], [low, top], color="grey", lw=0.8)
+            if unit == "speedup":
+                ticks = [t for t in (0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8) if low <= t <= top]
+                for axis in (ax.xaxis, ax.yaxis):
+                    axis.set_major_locator(FixedLocator(ticks))
+                    axis.set_major_formatter(FixedFormatter([f"{t:g}x" for t in ticks]))
+                    axis.set_minor_locator(NullLocator())
         else:
             ax.plot([0, top], [0, top], color="grey", lw=0.8)
+        if unit == "speedup":  # no gain below 1: a point across either line has the wrong sign
+            ax.axhline(1.0, color="grey", lw=0.6, ls=":")
+            ax.axvline(1.0, color="grey", lw=0.6, ls=":")
+            if wrong:
+                ax.scatter([r["measured"] for r in wrong], [r["predicted"] for r in wrong],
+                           s=110, facecolors="none", edgecolors="red", linewidths=1.2,
+                           label=f"wrong sign ({len(wrong)})")
         ax.set_xlabel(f"measured {unit}")
         ax.set_ylabel(f"predicted {unit} (held out)")
         if members:
+            errors = np.abs([r["error_pct"] for r in members])
+            ax.set_title(f"{len(members)} rows, median |error| {np.median(errors):.1f}%",
+                         fontsize=10)
             ax.legend(fontsize=7)
+    errors = np.abs([r["error_pct"] for r in rows]) if rows else np.zeros(1)
+    fig.suptitle(f"specsim validate: {len(rows)} published rows predicted, each with the engine "
+                 f"terms fitted on the other sources; median |error| {np.median(errors):.1f}%, "
+                 f"{len(wrong)} with the wrong sign", fontsize=11)
     _save(fig, path)
