@@ -75,6 +75,36 @@ def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: An
             load_published([str(flag)])
 
 
+def test_published_row_with_expert_parallelism(write_yaml: Any) -> None:
+    """A row's `ep` reaches the timing. DeepSeek-V3 has 61 layers, 3 dense: 58 MoE layers of
+    256 routed experts, 8 per token. One token touches 8 of them; at EP 8 each GPU holds 32
+    and touches 8 x 32 / 256 = 1 of its own, so a step counts 58 x 8 = 464 touched experts
+    per GPU at EP 1 (slices of each) and 58 x 1 = 58 at EP 8. An `ep` that does not divide
+    the experts, or any on a dense model, is one line naming the row and field."""
+    from specsim.measurement.validate import row_parts
+
+    row = {"id": "r1", "source": "s", "model": "deepseek-v3", "hardware": "h200",
+           "engine": "sglang", "tp": 8, "batch": 1, "dataset": "d", "method": "plain",
+           "shape": "chain", "weight_dtype": "fp8", "baseline_tokens_per_s": 30.0}
+    rows = load_published([str(write_yaml("ep.yaml", {"rows": [row, {**row, "id": "r8",
+                                                                      "ep": 8}]}))])
+    assert [r.ep for r in rows] == [1, 8]
+    engine = load_engine("sglang")
+    by_ep = {r.ep: row_parts(r, engine) for r in rows}
+    assert by_ep[1].baseline_experts == pytest.approx(58 * 8)
+    assert by_ep[8].baseline_experts == pytest.approx(58 * 1)
+    for bad, why in ((3, "must divide the 256 routed experts"), (0, "must be an integer")):
+        path = write_yaml("bad_ep.yaml", {"rows": [{**row, "ep": bad}]})
+        with pytest.raises(SpecError, match=rf"bad_ep.yaml: row 'r1': field 'ep'.*{why}"):
+            load_published([str(path)])
+    dense = write_yaml("dense_ep.yaml", {"rows": [{**row, "model": "llama-3.1-8b", "ep": 2}]})
+    with pytest.raises(SpecError, match=r"dense_ep.yaml: row 'r1': field 'ep'.*not MoE"):
+        load_published([str(dense)])
+    flag = write_yaml("flag.yaml", {"rows": [{**row, "drafter_takes_target_width": "no"}]})
+    with pytest.raises(SpecError, match=r"field 'drafter_takes_target_width' must be true or"):
+        load_published([str(flag)])
+
+
 def test_cli_bad_published_file_is_one_line_and_exit_2(write_yaml: Any) -> None:
     path = write_yaml("p.yaml", {"rows": [{"id": "x"}]})
     out = run("validate", "--published", str(path))

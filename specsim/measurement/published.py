@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsim.errors import SpecError
+from specsim.forward.memory import check_ep
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import (
     MAX_INTEGER,
@@ -23,6 +24,7 @@ from specsim.specs.io import (
     resolve_path,
     show,
 )
+from specsim.specs.models import load_model
 
 NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
 REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "dataset", "method", "shape")
@@ -31,7 +33,7 @@ REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "dataset", "
 FILE_KEYS = ("about", "rows")
 ROW_KEYS = (
     *REQUIRED,
-    "engine_version", "tp", "group", "temperature", "weight_dtype",  # setup as published
+    "engine_version", "tp", "ep", "group", "temperature", "weight_dtype",  # setup as published
     "drafter", "drafter_spec", "drafter_takes_target_width",  # the drafter, and its spec
     "draft_tokens", "depth", "topk",  # speculation setting
     "tau", "acceptance_rate", "speedup", "baseline_tokens_per_s", "spec_tokens_per_s",  # measured
@@ -72,6 +74,7 @@ class PublishedRow:
     spec_tokens_per_s: float | None  # measured tokens/s with speculation (all requests)
     assumed: tuple[str, ...]
     weight_dtype: str = ""  # stored weights when they differ from the model's ('' = its own)
+    ep: int = 1  # GPUs the routed experts are spread over (expert parallel); 1: none
     # A batch sweep without tau: the id of the sweep's row this row's speedup is divided by
     # (same setting, another batch); tau cancels in the ratio, so the row tests the trend.
     sweep_reference: str | None = None
@@ -124,7 +127,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
         if ref.sweep_reference is not None or ref.speedup is None or r.speedup is None:
             raise SpecError(f"{where}: both rows need a measured speedup, and the reference "
                             "no reference of its own")
-        same = ("model", "hardware", "engine", "tp", "method", "drafter_spec", "shape",
+        same = ("model", "hardware", "engine", "tp", "ep", "method", "drafter_spec", "shape",
                 "draft_tokens", "depth", "weight_dtype", "requests", "spec_overlap")
         differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
         if differ:
@@ -152,7 +155,7 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         dataset=str(item["dataset"]), method=str(item["method"]),
         group=str(item.get("group") or item["method"]),
         drafter_spec=_drafter_spec(item, where),
-        drafter_takes_target_width=bool(item.get("drafter_takes_target_width", False)),
+        drafter_takes_target_width=_bool(item, "drafter_takes_target_width", where),
         shape=str(item["shape"]),
         draft_tokens=_optional_int(item, "draft_tokens", where),
         depth=_optional_int(item, "depth", where),
@@ -163,7 +166,7 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
-        spec_overlap=_bool(item, "spec_overlap", where), path=str(path))
+        spec_overlap=_bool(item, "spec_overlap", where), ep=_ep(item, where), path=str(path))
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:
@@ -202,6 +205,16 @@ def _int(item: dict[str, object], key: str, where: str, default: int | None = No
         raise SpecError(f"{where}: field '{key}' must be an integer in 1..{MAX_INTEGER:,}, "
                         f"got {show(value)}")
     return value
+
+
+def _ep(item: dict[str, object], where: str) -> int:
+    """The row's expert-parallel degree: 1, or a divisor of its MoE model's routed experts."""
+    ep = _int(item, "ep", where, 1)
+    try:
+        check_ep(load_model(str(item["model"])), ep)
+    except SpecError as err:
+        raise SpecError(f"{where}: field 'ep': {err}") from None
+    return ep
 
 
 def _bool(item: dict[str, object], key: str, where: str) -> bool:

@@ -205,7 +205,8 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     hw = load_hardware(row.hardware)
     precision = Precision(weight_dtype=row.weight_dtype)
     setup = Setup(target=target, hardware=hw, drafter=drafter, context=CONTEXT_TOKENS, tp=row.tp,
-                  engine=zero, draft_cost=0.0 if drafter is None else None, precision=precision)
+                  ep=row.ep, engine=zero, draft_cost=0.0 if drafter is None else None,
+                  precision=precision)
     table = speedup_table(setup, [row.batch], cands)
     experts = [_experts(zero, hw, target, row, q, precision) for q in (1.0, nodes + 1.0)]
     passes = 0.0 if drafter is None else float(draft_passes(drafter, depth))
@@ -230,7 +231,7 @@ def _experts(engine: Engine, hw: Hardware, target: Model, row: PublishedRow, que
     cost = pass_cost(target, engine_time.timing_hardware(engine, hw),
                      batch_mix_passes(queries, np.array([float(row.batch)]),
                                       np.array([CONTEXT_TOKENS])),
-                     tp=row.tp, precision=precision)
+                     tp=row.tp, precision=precision, ep=row.ep)
     units, kernel_s = engine_time.expert_parts(engine, hw, cost)
     return float(units[0]), float(kernel_s[0]) / engine_time.efficiency(engine, hw)
 
