@@ -105,6 +105,35 @@ def test_published_row_with_expert_parallelism(write_yaml: Any) -> None:
         load_published([str(flag)])
 
 
+ROUND_ROW = {"id": "r1", "source": "s", "model": "llama-3.1-8b", "hardware": "h100-sxm",
+             "engine": "sglang", "batch": 1, "dataset": "d", "method": "eagle3",
+             "shape": "chain", "drafter_spec": "eagle3-llama-3.1-8b", "draft_tokens": 3,
+             "depth": 3, "tau": 2.5, "speedup": 1.5}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"tau": 0.5}, r"field 'tau' = 0.5 is below 1: tau counts the bonus token"),
+    ({"tau": 5.5}, r"field 'tau' = 5.5 exceeds depth \+ 1 = 4"),
+    ({"shape": "tree", "draft_tokens": 2, "depth": 5}, r"field 'depth' = 5 exceeds draft_tokens"),
+    ({"draft_tokens": 5}, r"field 'depth' = 3 must equal draft_tokens = 5 for a chain"),
+])
+def test_published_row_that_no_round_can_hold(write_yaml: Any, change: dict[str, Any],
+                                              message: str) -> None:
+    """A chain of 3 drafts yields at most 3 + 1 tokens a round, and at least the bonus one."""
+    path = write_yaml("round.yaml", {"rows": [{**ROUND_ROW, **change}]})
+    with pytest.raises(SpecError, match=rf"round.yaml: row 'r1': {message}"):
+        load_published([str(path)])
+
+
+def test_published_file_with_a_repeated_id_or_no_rows(write_yaml: Any) -> None:
+    twice = write_yaml("twice.yaml", {"rows": [dict(ROUND_ROW), {**ROUND_ROW, "speedup": 1.4}]})
+    with pytest.raises(SpecError, match=r"twice.yaml: row 'r1': field 'id' is also the"):
+        load_published([str(twice)])
+    empty = write_yaml("empty.yaml", {"rows": []})
+    with pytest.raises(SpecError, match=r"empty.yaml: field 'rows' is empty"):
+        load_published([str(empty)])
+
+
 def test_cli_bad_published_file_is_one_line_and_exit_2(write_yaml: Any) -> None:
     path = write_yaml("p.yaml", {"rows": [{"id": "x"}]})
     out = run("validate", "--published", str(path))

@@ -108,9 +108,42 @@ def load_published(names: list[str] | None = None) -> list[PublishedRow]:
         items = data.get("rows")
         if not isinstance(items, list):
             raise SpecError(f"{path}: field 'rows' must be a list of rows")
+        if not items:
+            raise SpecError(f"{path}: field 'rows' is empty; nothing to validate")
         rows += [_row(item, path, i) for i, item in enumerate(items)]
+    _check_unique(rows)
     _check_sweeps(rows)
     return rows
+
+
+def _check_unique(rows: list[PublishedRow]) -> None:
+    """Every row id once: validate reports, fits and excludes rows by id."""
+    seen: dict[str, PublishedRow] = {}
+    for r in rows:
+        first = seen.setdefault(r.id, r)
+        if first is not r:
+            raise SpecError(f"{r.path or r.file}: row {show(r.id, 40)}: field 'id' is also the "
+                            f"id of a row of {first.path or first.file}; ids must be unique")
+
+
+def _check_setting(row: PublishedRow, where: str) -> None:
+    """What a round can hold: a draft no deeper than its tokens (a chain exactly as deep),
+    and tau, which counts the bonus token, between 1 and depth + 1."""
+    if row.depth is not None and row.draft_tokens is not None:
+        if row.depth > row.draft_tokens:
+            raise SpecError(f"{where}: field 'depth' = {row.depth} exceeds draft_tokens = "
+                            f"{row.draft_tokens}: a draft is no deeper than its tokens")
+        if row.shape == "chain" and row.depth != row.draft_tokens:
+            raise SpecError(f"{where}: field 'depth' = {row.depth} must equal draft_tokens = "
+                            f"{row.draft_tokens} for a chain")
+    if row.tau is None:
+        return
+    if row.tau < 1.0:
+        raise SpecError(f"{where}: field 'tau' = {row.tau:g} is below 1: tau counts the bonus "
+                        "token (tokens per round); add 1 to a count of accepted drafts")
+    if row.depth is not None and row.tau > row.depth + 1:
+        raise SpecError(f"{where}: field 'tau' = {row.tau:g} exceeds depth + 1 = "
+                        f"{row.depth + 1}, the most tokens a round of that draft can yield")
 
 
 def _check_sweeps(rows: list[PublishedRow]) -> None:
@@ -120,7 +153,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
     for r in rows:
         if r.sweep_reference is None:
             continue
-        where = f"{r.path or r.file}: row {r.id}: field 'sweep_reference'"
+        where = f"{r.path or r.file}: row {show(r.id, 40)}: field 'sweep_reference'"
         ref = by_id.get(r.sweep_reference)
         if ref is None or ref.file != r.file or ref.id == r.id:
             raise SpecError(f"{where}: no other row {r.sweep_reference!r} in the same file")
@@ -148,7 +181,7 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
     _check_known(where, "hardware", str(item["hardware"]))
     if item["engine"] != OTHER_ENGINE:
         _check_known(where, "engines", str(item["engine"]))
-    return PublishedRow(
+    row = PublishedRow(
         id=str(item["id"]), file=path.stem, source=str(item["source"]),
         model=str(item["model"]), hardware=str(item["hardware"]), engine=str(item["engine"]),
         batch=_int(item, "batch", where), tp=_int(item, "tp", where, 1),
@@ -167,6 +200,8 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
         spec_overlap=_bool(item, "spec_overlap", where), ep=_ep(item, where), path=str(path))
+    _check_setting(row, where)
+    return row
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:
