@@ -14,6 +14,7 @@ from specsim.measurement.published import load_published
 from specsim.measurement.validate import validate
 from specsim.specs.engines import load_engine
 from specsim.specs.hardware import load_hardware
+from specsim.specs.io import read_yaml
 from specsim.speculation import engine_time
 from tests.test_cli import run
 
@@ -45,6 +46,31 @@ def test_engine_with_a_bad_overhead_names_file_and_field(write_yaml: Any, field:
     path = write_yaml("bad.yaml", {**ENGINE, field: value})
     with pytest.raises(SpecError, match=rf"bad.yaml.*{field}"):
         load_engine(str(path))
+
+
+def test_spec_numbers_in_exponent_form_read_as_numbers(tmp_path: Path) -> None:
+    """YAML 1.1 (PyYAML) reads 1e-3 as a string; spec files read it as the number meant."""
+    text = Path(load_engine("sglang").path).read_text()
+    assert "  value: 0.7e-3\n" in text
+    for written, meant in (("1e-3", 1e-3), ("2E-4", 2e-4), ("+5e-4", 5e-4)):
+        path = tmp_path / f"e{meant}.yaml"
+        path.write_text(text.replace("  value: 0.7e-3\n", f"  value: {written}\n", 1))
+        assert read_yaml(path)["per_pass_s"]["value"] == meant
+        assert load_engine(str(path)).fitted  # loads; the fit block still gives per_pass_s
+    bad = tmp_path / "neg.yaml"
+    bad.write_text(text.replace("  value: 0.7e-3\n", "  value: -2e-4\n", 1))
+    with pytest.raises(SpecError, match=r"neg.yaml: field 'per_pass_s' must be >= 0"):
+        load_engine(str(bad))
+
+
+def test_engines_show_summarizes_a_long_fit() -> None:
+    out = run("engines", "show", "sglang")
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("per_pass_s"))
+    assert "fitted on 54 published rows (eagle3paper-t3-sglang-h100-llama31-8b-eagle-bs4" in line
+    full = json.loads(run("engines", "show", "sglang", "--json").stdout)
+    term = next(t for t in full["terms"] if t["term"] == "per_pass_s")
+    assert term["source"].count(", ") == 53  # every row id in JSON
 
 
 def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: Any) -> None:

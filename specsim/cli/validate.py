@@ -37,6 +37,16 @@ def engines_list(as_json: JsonOpt = False) -> None:
     emit(rows, as_json)
 
 
+def _fitted(engine: Any, full: bool) -> str:
+    """Where a fitted term comes from: its rows by id (all of them in JSON; the first few and
+    a count in the table, which `specsim validate` lists with their errors)."""
+    ids = list(engine.fitted_on)
+    if full or len(ids) <= 4:
+        return "fitted on " + ", ".join(ids)
+    return (f"fitted on {len(ids)} published rows ({', '.join(ids[:3])}, ...; all in the "
+            "YAML's fit.rows and under --json; `specsim validate` shows each held out)")
+
+
 @engines_app.command("show")
 def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")],
                  as_json: JsonOpt = False) -> None:
@@ -45,8 +55,7 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
 
     e = load_engine(name)
     rows = [{"term": term, "value": getattr(e, term),
-             "source": "fitted on " + ", ".join(e.fitted_on) if term in e.fitted
-             else e.sources.get(term, "")}
+             "source": _fitted(e, as_json) if term in e.fitted else e.sources.get(term, "")}
             for term in (*TERMS, "bandwidth_efficiency", "flops_efficiency")]
     if as_json:
         echo(to_json({"engine": e.slug, "name": e.name, "version": e.version,

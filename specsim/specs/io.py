@@ -13,6 +13,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -221,6 +222,14 @@ class _StrictLoader(_BaseLoader):  # type: ignore[misc]
                     None, None, f"key {key!r} appears twice", key_node.start_mark)
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
+
+
+# PyYAML reads YAML 1.1, where a float needs a dot: 1e-3 would be the string '1e-3'. Spec files
+# are written by people who mean the number (as YAML 1.2 and JSON do), so read it as one.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
