@@ -101,6 +101,14 @@ def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: An
             load_published([str(flag)])
 
 
+def test_engine_with_an_unknown_weight_dtype_names_the_block(write_yaml: Any) -> None:
+    path = write_yaml("dt.yaml", {**ENGINE, "weight_dtype_efficiency": {
+        "source": "s", "fp8": 0.8, "fp9": 0.5}})
+    with pytest.raises(SpecError, match=r"dt.yaml: block 'weight_dtype_efficiency': unknown "
+                                        r"field 'fp9' \(did you mean 'fp8'\?\)"):
+        load_engine(str(path))
+
+
 def test_published_row_with_expert_parallelism(write_yaml: Any) -> None:
     """A row's `ep` reaches the timing. DeepSeek-V3 has 61 layers, 3 dense: 58 MoE layers of
     256 routed experts, 8 per token. One token touches 8 of them; at EP 8 each GPU holds 32

@@ -205,6 +205,10 @@ def _check_engine_keys(data: dict[str, object], path: str) -> None:
     fit = data.get("fit")
     if isinstance(fit, dict):
         check_keys(fit, FIT_KEYS, f"{path}: block 'fit'")
+    dtypes = data.get("weight_dtype_efficiency")
+    if isinstance(dtypes, dict):
+        check_keys(dtypes, ("source", *WEIGHT_DTYPES),
+                   f"{path}: block 'weight_dtype_efficiency'")
     ops = data.get("drafter_ops")
     if isinstance(ops, dict):
         for family, value in ops.items():
