@@ -221,6 +221,13 @@ def test_validate_json(tmp_path: Path) -> None:
     assert data["summary"][0]["group"] == "all"
     assert len(data["rows"]) + len(data["not_predicted"]) == len(load_published())
     assert (tmp_path / "v.png").stat().st_size > 0
+    # A wrong sign: a speedup row measured on one side of 1x and predicted on the other.
+    wrong = [r["id"] for r in data["rows"] if r["metric"] == "speedup"
+             and (r["measured"] - 1) * (r["predicted"] - 1) < 0]
+    assert [r["id"] for r in data["rows"] if r["wrong_sign"]] == wrong
+    assert data["summary"][0]["wrong_sign"] == len(wrong)
+    text = run("validate").stdout
+    assert f"wrong sign ({len(wrong)}): " in text and all(i in text for i in wrong)
 
 
 def test_speedup_names_its_engine() -> None:

@@ -96,6 +96,10 @@ def validate(
              "tokens_per_s with speculation, or plain_tokens_per_s")
         echo(to_table(rows))
         echo("\n" + to_table(summary))
+        wrong = [r for r in rows if r["wrong_sign"]]
+        echo(f"\nwrong sign ({len(wrong)}): " + ("; ".join(
+            f"{r['id']} measured {r['measured']:g}x, predicted {r['predicted']:g}x"
+            for r in wrong) or "none"))
         echo(f"\nnot predicted ({len(skipped)}):")
         echo(to_table(skipped))
     if plot is not None:
@@ -114,7 +118,7 @@ def _row(v: Any) -> dict[str, Any]:
             "metric": v.metric, "measured": v.measured,
             "predicted": round(float(v.predicted), 3),
             "error_pct": round(100 * float(v.error), 1), "speedup_per_tau": per_tau,
-            "held_out": v.held_out}
+            "held_out": v.held_out, "wrong_sign": v.wrong_sign}
 
 
 def _summary(results: list[Any]) -> list[dict[str, Any]]:

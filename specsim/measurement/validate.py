@@ -150,6 +150,14 @@ class Validation:
     def group(self) -> str:
         return self.row.group
 
+    @property
+    def wrong_sign(self) -> bool:
+        """A speedup predicted on the other side of 1 than measured (a gain called a loss, or
+        the reverse); only speedup rows can have one."""
+        if self.metric != "speedup" or self.predicted is None or self.measured is None:
+            return False
+        return (self.predicted > 1.0) != (self.measured > 1.0)
+
 
 def metric_of(row: PublishedRow, reference: PublishedRow | None = None
               ) -> tuple[str, float] | None:
@@ -408,8 +416,7 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
         out.append(GroupError(
             group=name, rows=len(members), median_abs_error=float(np.median(np.abs(errors))),
             median_signed_error=float(np.median(errors)),
-            wrong_sign=sum(((v.predicted or 0.0) > 1) != ((v.measured or 0.0) > 1)
-                           for v in members if v.metric == "speedup")))
+            wrong_sign=sum(v.wrong_sign for v in members)))
     return out
 
 

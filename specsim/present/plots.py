@@ -134,8 +134,7 @@ def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
               (axes[1], [r for r in rows if "tokens_per_s" in r["metric"]], "tokens/s"),
               (axes[2], [r for r in rows if r["metric"] == "relative_speedup"],
                "speedup ÷ sweep's first batch"))
-    wrong = [r for r in rows if r["metric"] == "speedup"
-             and (r["predicted"] > 1) != (r["measured"] > 1)]
+    wrong = [r for r in rows if r.get("wrong_sign")]
     for ax, members, unit in panels:
         for fam in sorted({r["family"] for r in members}):
             pts = [r for r in members if r["family"] == fam]
