@@ -36,7 +36,7 @@ from specsim.forward.shapes import batch_mix_passes
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
-from specsim.specs.engines import FIT_BOUNDS, Engine, load_engine
+from specsim.specs.engines import Engine, fit_bounds, load_engine
 from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
@@ -47,7 +47,9 @@ CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (st
 ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
           "moe_expert_floor_s", "round_request_s")
 FIT_GRID = (0.1, 0.5, 0.9)  # shares of each term's bound range on which the loss is screened
-FIT_STARTS = 9  # the fit runs from this many of the grid's lowest points (all for 2 terms)
+FIT_STARTS = 9  # with three terms or more, the fit runs from this many of the grid's lowest
+# points (from all of them with one or two terms)
+FIT_TOL = 1e-6  # relative tolerance of each fit (terms to ~0.0001%, far below their spread)
 RIDGE = 0.01  # pull of each fitted term towards the middle of its bounds (log-error units)
 NO_TAU = "no published tau (only the speedup or tokens/s)"
 METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "relative_speedup")
@@ -287,8 +289,8 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     if not names or not samples:
         return terms
 
-    low = np.array([FIT_BOUNDS[k][0] for k in names])
-    high = np.array([FIT_BOUNDS[k][1] for k in names])
+    low = np.array([fit_bounds(engine.launch, k)[0] for k in names])
+    high = np.array([fit_bounds(engine.launch, k)[1] for k in names])
     middle, span = (low + high) / 2, high - low
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -299,15 +301,17 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     # Starts from a grid inside the bounds, never the YAML's shipped values (fitted on every
     # row, the held-out source's included). Two terms can trade off along a ridge of equal
     # loss (eager op cost against round cost) and a floor below the GEMM time is a plateau,
-    # so one start would decide the answer: the fit runs from every grid point (from the
-    # FIT_STARTS of lowest loss when the grid is larger, three terms and up: 27 full fits
+    # so one start would decide the answer: the fit runs from every grid point of one or two
+    # terms (from the FIT_STARTS of lowest loss with more: 81 full fits of SGLang's four terms
     # would double the time of `specsim plan`) and the best is kept; the weak pull towards
     # the middle of the bounds picks one point on a ridge.
     grid = [low + np.array(share) * span
             for share in itertools.product(FIT_GRID, repeat=len(names))]
     losses = [float(np.sum(residuals(x) ** 2)) for x in grid]
-    fits = [least_squares(residuals, grid[i], bounds=(low, high), x_scale=span / 10)
-            for i in np.argsort(losses)[:FIT_STARTS]]
+    starts = len(grid) if len(names) <= 2 else FIT_STARTS
+    fits = [least_squares(residuals, grid[i], bounds=(low, high), x_scale=span / 10,
+                          ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL)
+            for i in np.argsort(losses)[:starts]]
     best = min(fits, key=lambda f: float(f.cost))
     return {**terms, **dict(zip(names, (float(v) for v in best.x), strict=True))}
 
