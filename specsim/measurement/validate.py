@@ -205,7 +205,7 @@ def unpredictable(row: PublishedRow) -> str:
 def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     """Time the row's round with its engine's host terms at zero (op counts kept)."""
     zero = engine.with_terms(**dict.fromkeys(ZEROED, 0.0))
-    target = load_model(row.model)
+    target = _builtin_model(row.model)
     drafter = None if row.plain else _drafter(row, target)
     nodes, depth = (0.0, 0.0) if row.plain else (float(row.draft_tokens or 0),
                                                  float(row.depth or 0))
@@ -213,7 +213,7 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
                        tau=np.array([row.tau or 1.0]),
                        max_width=np.array([2.0 if row.shape == "tree" else 1.0]),
                        shape=(row.shape,))
-    hw = load_hardware(row.hardware)
+    hw = _builtin_hardware(row.hardware)
     precision = Precision(weight_dtype=row.weight_dtype)
     setup = Setup(target=target, hardware=hw, drafter=drafter, context=CONTEXT_TOKENS, tp=row.tp,
                   ep=row.ep, engine=zero, draft_cost=0.0 if drafter is None else None,
@@ -247,11 +247,28 @@ def _experts(engine: Engine, hw: Hardware, target: Model, row: PublishedRow, que
     return float(units[0]), float(kernel_s[0]) / engine_time.efficiency(engine, hw)
 
 
+# A published row names built-in specs only (published.py checks), and the samples of one
+# validation read the same few dozen files over a hundred times: each is read once.
+@functools.cache
+def _builtin_model(name: str) -> Model:
+    return load_model(name)
+
+
+@functools.cache
+def _builtin_hardware(name: str) -> Hardware:
+    return load_hardware(name)
+
+
+@functools.cache
+def _builtin_drafter(name: str, target: str) -> Drafter:
+    return load_drafter(name, target=_builtin_model(target))
+
+
 def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
     """The row's drafter on its target (None: drafting without a model)."""
     if row.drafter_spec in (None, NO_DRAFTER_MODEL):
         return None
-    d = load_drafter(row.drafter_spec, target=target)
+    d = _builtin_drafter(row.drafter_spec, target.slug)
     if not row.drafter_takes_target_width or d.hidden_size == target.hidden_size:
         return d
     # Widened to the target's shapes; an own LM head keeps its draft vocabulary (EAGLE-3's
