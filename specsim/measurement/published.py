@@ -245,6 +245,8 @@ def _int(item: dict[str, object], key: str, where: str, default: int | None = No
 def _ep(item: dict[str, object], where: str) -> int:
     """The row's expert-parallel degree: 1, or a divisor of its MoE model's routed experts."""
     ep = _int(item, "ep", where, 1)
+    if ep == 1:  # no expert parallelism: nothing to check against the model
+        return ep
     try:
         check_ep(load_model(str(item["model"])), ep)
     except SpecError as err:

@@ -324,11 +324,10 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     # the middle of the bounds picks one point on a ridge.
     grid = [low + np.array(share) * span
             for share in itertools.product(FIT_GRID, repeat=len(names))]
-    losses = [float(np.sum(residuals(x) ** 2)) for x in grid]
-    starts = len(grid) if len(names) <= 2 else FIT_STARTS
-    fits = [least_squares(residuals, grid[i], bounds=(low, high), x_scale=span / 10,
-                          ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL)
-            for i in np.argsort(losses)[:starts]]
+    if len(names) > 2:
+        grid = sorted(grid, key=lambda x: float(np.sum(residuals(x) ** 2)))[:FIT_STARTS]
+    fits = [least_squares(residuals, start, bounds=(low, high), x_scale=span / 10,
+                          ftol=FIT_TOL, xtol=FIT_TOL, gtol=FIT_TOL) for start in grid]
     best = min(fits, key=lambda f: float(f.cost))
     return {**terms, **dict(zip(names, (float(v) for v in best.x), strict=True))}
 
@@ -455,7 +454,7 @@ def _weights(row: PublishedRow) -> str:
     where that differs, as gpt-oss ships mxfp4 experts in a bf16 model)."""
     if row.weight_dtype:
         return row.weight_dtype
-    model = load_model(row.model)
+    model = _builtin_model(row.model)
     experts = model.moe.weight_dtype if model.moe is not None else None
     if experts and experts != model.weight_dtype:
         return f"{model.weight_dtype}, {experts} experts"
@@ -463,4 +462,4 @@ def _weights(row: PublishedRow) -> str:
 
 
 def _is_moe(model: str) -> bool:
-    return load_model(model).moe is not None
+    return _builtin_model(model).moe is not None

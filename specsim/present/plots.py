@@ -126,7 +126,6 @@ def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
     over the sweep's reference batch (right), one marker per family. Each panel names its row
     count and median |error|; speedup rows predicted on the other side of 1 are circled."""
     import matplotlib.pyplot as plt
-    import numpy as np
     from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))

@@ -72,6 +72,8 @@ LAUNCH_FIT_BOUNDS = {"graphs": {"round_s": (1.1e-3, 5.64e-3)}}
 def fit_bounds(launch: str, term: str) -> tuple[float, float]:
     """The physical range a fitted term is held to for engines of this launch mode."""
     return LAUNCH_FIT_BOUNDS.get(launch, {}).get(term, FIT_BOUNDS[term])
+
+
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
          "per_pass_s", "per_request_s", "drafter_pass_s", "round_s", "moe_expert_floor_s",
          "round_request_s")
