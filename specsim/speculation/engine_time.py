@@ -19,12 +19,16 @@ datasheet kernel time into achieved time; a calibrated GPU profile already carri
 Two kernel terms an engine's kernels add on top of the roofline (`engine_kernel_s`):
 
     quantized GEMM  = max(roofline time, weight bytes / (bandwidth x dtype efficiency))
+    MoE layer       = touched experts' GEMM time + moe_layer_s
     MoE experts     = max(expert GEMM time, touched experts x layers x expert floor)
 
 A weight-only or FP8 GEMM at few tokens streams its narrower weights at a lower rate than a
-bf16 GEMM (activation quantization, scale epilogue, dequantization in the main loop), and the
-fused-MoE kernel spends at least a fixed time on every expert it touches, however few tokens
-that expert got.
+bf16 GEMM (activation quantization, scale epilogue, dequantization in the main loop). A
+fused-MoE layer runs several small kernels around its two expert GEMMs (top-k, sorting the
+tokens by expert, the activation, the weighted sum) and its GEMMs have a fixed latency: a time
+per MoE layer however many experts are touched (published kernel benchmarks put it at 21-65 us
+on A100 to B200, ~31 us on an H100; engines/sglang.yaml). A per-expert floor, where an engine
+has one, holds each touched expert to a least time however few tokens it got.
 """
 
 from __future__ import annotations
@@ -171,10 +175,22 @@ def expert_parts(engine: Engine, hw: Hardware, cost: PassCost) -> tuple[FloatArr
     return np.asarray(units, dtype=np.float64), kernel + quant
 
 
+def moe_layers_run(cost: PassCost) -> FloatArray:
+    """MoE layers whose fused-MoE kernels a pass runs, (S,): all of the model's where the pass
+    has tokens, none in an empty pass or a dense model."""
+    ops = [c for c in cost.ops if c.op.name in EXPERT_OPS]
+    if not ops:
+        return np.zeros(cost.tokens.shape)
+    return np.where(cost.tokens > 0, float(ops[0].op.layers), 0.0)
+
+
 def engine_kernel_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
     """Datasheet-kernel seconds of a pass as the engine's kernels run it: the roofline plus
-    the quantized-GEMM term, with the expert GEMMs held to the per-expert floor, (S,)."""
+    the quantized-GEMM term, the fused-MoE stack's fixed time per MoE layer, and the expert
+    GEMMs held to the per-expert floor, (S,)."""
     kernel = cost.time_s + quantized_extra_s(engine, hw, cost)
+    if engine.moe_layer_s > 0.0:
+        kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s * efficiency(engine, hw)
     if engine.moe_expert_floor_s > 0.0:
         units, experts = expert_parts(engine, hw, cost)
         floor = units * engine.moe_expert_floor_s * efficiency(engine, hw)
