@@ -30,6 +30,8 @@ def engines_list(as_json: JsonOpt = False) -> None:
                      "flops_efficiency": e.flops_efficiency,
                      "fp8_rate": e.weight_dtype_efficiency.get("fp8", 1.0),
                      "int4_rate": e.weight_dtype_efficiency.get("int4", 1.0),
+                     "moe_fp8_rate": e.moe_weight_dtype_efficiency.get(
+                         "fp8", e.weight_dtype_efficiency.get("fp8", 1.0)),
                      "moe_layer_us": e.moe_layer_s * 1e6,
                      "moe_expert_floor_us": e.moe_expert_floor_s * 1e6,
                      "round_request_us": e.round_request_s * 1e6,

@@ -24,6 +24,8 @@ An engine spec (engines/*.yaml) holds, each with a source or the rows it was fit
     bandwidth_efficiency   achieved fraction of datasheet bandwidth used for datasheet GPUs
     flops_efficiency       achieved fraction of datasheet peak flops for datasheet GPUs (the
                            compute-bound part of a kernel; default: bandwidth_efficiency)
+    moe_weight_dtype_efficiency  the same for the fused-MoE expert GEMMs, where they differ
+                           (a dtype absent here takes weight_dtype_efficiency's value)
     weight_dtype_efficiency  per weight dtype (fp8, int4, mxfp4): the rate its GEMMs stream
                            weights at few tokens, as a fraction of the bf16 GEMM rate
     moe_layer_s            seconds the fused-MoE kernels of one MoE layer take on top of
@@ -84,8 +86,8 @@ OP_KINDS = ("pass", "head", "round", "loop")
 # one. A new field is one line here (and its reader). `speculative` is the block of accepted
 # speculative settings, read whole by specsim.specs.engine_args.
 ENGINE_KEYS = ("name", "version", "source", "launch", "bandwidth_efficiency", "flops_efficiency",
-               "weight_dtype_efficiency", "drafter_ops", "fit", "spec_overlap",
-               "speculative", *TERMS)
+               "weight_dtype_efficiency", "moe_weight_dtype_efficiency", "drafter_ops", "fit",
+               "spec_overlap", "speculative", *TERMS)
 FIT_KEYS = ("rows", "source", *sorted({k for terms in FITTABLE.values() for k in terms}))
 DRAFTER_OPS_KEYS = ("source", *OP_KINDS)
 
@@ -110,6 +112,7 @@ class Engine:
     bandwidth_efficiency: float = 1.0
     flops_efficiency: float = 1.0
     weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
+    moe_weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
     moe_layer_s: float = 0.0
     moe_expert_floor_s: float = 0.0
     round_request_s: float = 0.0
@@ -127,10 +130,11 @@ class Engine:
             if getattr(self, name) < 0:
                 raise SpecError(f"{self.path}: field '{name}' must be >= 0, "
                                 f"got {getattr(self, name)!r}")
-        for dtype, f in self.weight_dtype_efficiency.items():
-            if not 0 < f <= 1:
-                raise SpecError(f"{self.path}: field 'weight_dtype_efficiency.{dtype}' must be "
-                                f"in (0, 1], got {f!r}")
+        for block in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
+            for dtype, f in getattr(self, block).items():
+                if not 0 < f <= 1:
+                    raise SpecError(f"{self.path}: field '{block}.{dtype}' must be "
+                                    f"in (0, 1], got {f!r}")
         for name in ("bandwidth_efficiency", "flops_efficiency"):
             value = getattr(self, name)
             if not 0 < value <= 1:
@@ -208,7 +212,8 @@ def load_engine(name: str) -> Engine:
                   launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
                   bandwidth_efficiency=bandwidth,
                   flops_efficiency=f.number("flops_efficiency", bandwidth, positive=True),
-                  weight_dtype_efficiency=_dtype_efficiency(f),
+                  weight_dtype_efficiency=_dtype_efficiency(f, "weight_dtype_efficiency"),
+                  moe_weight_dtype_efficiency=_dtype_efficiency(f, "moe_weight_dtype_efficiency"),
                   spec_overlap=f.boolean("spec_overlap", False),
                   sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),
                   path=spec.path, **numbers)
@@ -220,10 +225,10 @@ def _check_engine_keys(data: dict[str, object], path: str) -> None:
     fit = data.get("fit")
     if isinstance(fit, dict):
         check_keys(fit, FIT_KEYS, f"{path}: block 'fit'")
-    dtypes = data.get("weight_dtype_efficiency")
-    if isinstance(dtypes, dict):
-        check_keys(dtypes, ("source", *WEIGHT_DTYPES),
-                   f"{path}: block 'weight_dtype_efficiency'")
+    for name in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
+        dtypes = data.get(name)
+        if isinstance(dtypes, dict):
+            check_keys(dtypes, ("source", *WEIGHT_DTYPES), f"{path}: block '{name}'")
     ops = data.get("drafter_ops")
     if isinstance(ops, dict):
         for family, value in ops.items():
@@ -244,9 +249,9 @@ def _drafter_ops(f: Fields) -> dict[str, dict[str, float]]:
     return out
 
 
-def _dtype_efficiency(f: Fields) -> dict[str, float]:
-    """The `weight_dtype_efficiency` block: per weight dtype, a fraction of the bf16 rate."""
-    block = f.sub("weight_dtype_efficiency", required=False)
+def _dtype_efficiency(f: Fields, name: str) -> dict[str, float]:
+    """A `weight_dtype_efficiency` block: per weight dtype, a fraction of the bf16 rate."""
+    block = f.sub(name, required=False)
     if block is None:
         return {}
     return {d: block.number(d, positive=True) for d in WEIGHT_DTYPES if block.has(d)}

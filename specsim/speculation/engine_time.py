@@ -147,13 +147,17 @@ EXPERT_OPS = ("experts_up", "experts_down")
 
 def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
     """Datasheet-kernel seconds a pass's quantized weight GEMMs take beyond the roofline: each
-    streams its weights at the engine's dtype efficiency times the bf16 GEMM rate, (S,)."""
+    streams its weights at the engine's dtype efficiency times the bf16 GEMM rate (the expert
+    GEMMs at the fused-MoE kernel's, where the engine has one for the dtype), (S,)."""
     extra = np.zeros(cost.tokens.shape)
-    if not engine.weight_dtype_efficiency:
+    if not (engine.weight_dtype_efficiency or engine.moe_weight_dtype_efficiency):
         return extra
     rate = hw.hbm_bandwidth_bytes_per_s * hw.efficiency.gemm.bandwidth
     for c in cost.ops:
-        f = engine.weight_dtype_efficiency.get(dtype_of_bytes(c.op.weight_bytes_per_param), 1.0)
+        dtype = dtype_of_bytes(c.op.weight_bytes_per_param)
+        f = engine.weight_dtype_efficiency.get(dtype, 1.0)
+        if c.op.name in EXPERT_OPS:
+            f = engine.moe_weight_dtype_efficiency.get(dtype, f)
         if c.op.op_class == "gemm" and f < 1.0:
             stream_s = c.op.weight_bytes / (rate * f)
             extra = extra + c.op.layers * np.maximum(stream_s - c.time_s, 0.0)
