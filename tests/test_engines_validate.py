@@ -369,6 +369,27 @@ def _fused_moe_layer_us(engine: Any, hardware: str, model: str, tp: int, weight_
                        + eng.moe_layer_s) * 1e6)
 
 
+def test_moe_layer_time_is_paid_once_per_moe_layer_of_a_pass_with_tokens() -> None:
+    """By hand: Qwen3-30B-A3B has 48 MoE layers, so a pass pays 48 x moe_layer_s of kernel
+    time on top of the rest (in datasheet seconds: x the 0.862 efficiency the pass is later
+    divided by), a pass of no tokens pays none, and a dense model none at all."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.models import load_model
+
+    hw = load_hardware("h100-sxm")
+    with_layer = load_engine("sglang").with_terms(moe_layer_s=30e-6)
+    without = with_layer.with_terms(moe_layer_s=0.0)
+    tokens = np.array([0.0, 1.0, 64.0])
+    for model, layers in (("qwen3-30b-a3b", 48), ("llama-3.1-8b", 0)):
+        cost = pass_cost(load_model(model), hw, batch_mix_passes(1.0, tokens,
+                                                                 np.zeros_like(tokens)))
+        added = (engine_time.engine_kernel_s(with_layer, hw, cost)
+                 - engine_time.engine_kernel_s(without, hw, cost))
+        want = np.array([0.0, layers, layers]) * 30e-6 * 0.862
+        assert added == pytest.approx(want, abs=1e-15)
+
+
 # Published fused-MoE kernel times, us per layer by tokens (vLLM benchmark_moe.py: one CUDA
 # graph of 10 calls, 100 replays, gating drawn at random so routing is uniform).
 FUSED_MOE_TABLES = {
