@@ -158,3 +158,30 @@ def test_bad_models_name_file_and_field(write_yaml, overrides, message) -> None:
     with pytest.raises(SpecError, match=message) as err:
         load_model(str(path))
     assert str(err.value).startswith(str(path))
+
+
+def test_a_request_s_verified_tokens_route_with_locality() -> None:
+    """By hand: the 16 tokens one request verifies count as 16^0.78 = 8.7 independent router
+    draws (the median of three published distinct-expert counts), requests stay independent:
+    2 requests x 8.69 = 17.39 draws touch 128 (1 - (120/128)^17.39) = 86.3 of Qwen3-30B-A3B's
+    128 experts per layer, where 32 independent tokens would touch 111.8. A decoding step (1
+    token per request) is independent routing unchanged."""
+    from specsim.forward.ops import ROUTING_LOCALITY, pass_work
+    from specsim.forward.shapes import uniform_passes
+    from specsim.specs.models import load_model
+
+    assert ROUTING_LOCALITY == 0.78
+    model = load_model("qwen3-30b-a3b")
+    draws = 2 * 16**0.78
+    assert draws == pytest.approx(17.39, abs=0.01)
+    verify = uniform_passes(16.0, np.array([2.0]), 0.0)
+    up = {op.name: op for op in pass_work(model, verify)}["experts_up"]
+    assert up.gemm_count is not None
+    assert float(up.gemm_count[0]) == pytest.approx(128 * (1 - (120 / 128) ** draws))
+    assert float(up.gemm_count[0]) == pytest.approx(86.3, abs=0.1)
+    assert float(expected_distinct_experts(128, 8, np.array([32.0]))[0]) == pytest.approx(
+        111.8, abs=0.1)
+    decode = uniform_passes(1.0, np.array([32.0]), 0.0)
+    up = {op.name: op for op in pass_work(model, decode)}["experts_up"]
+    assert up.gemm_count is not None
+    assert float(up.gemm_count[0]) == pytest.approx(128 * (1 - (120 / 128) ** 32))

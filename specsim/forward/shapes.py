@@ -51,6 +51,12 @@ class PassShape:
         product = self.counts * self.queries
         return np.asarray(product[:, 0] if product.shape[1] == 1 else product.sum(axis=1))
 
+    def independent_tokens(self, locality: float) -> FloatArray:
+        """Tokens counted as independent draws (of an MoE router), shape (S,): each request's
+        q tokens count as q^locality (1: all independent; 0: one draw per request)."""
+        product = self.counts * np.power(self.queries, locality)
+        return np.asarray(product[:, 0] if product.shape[1] == 1 else product.sum(axis=1))
+
     @property
     def requests(self) -> FloatArray:
         """Requests in each pass, shape (S,)."""
