@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import re
 import shutil
 import subprocess
@@ -345,3 +346,20 @@ def test_the_drafter_shown_alone_is_the_one_that_serves_a_user_fastest() -> None
     assert all(s is not None for s in speeds)
     assert speeds[0].tokens_per_s_per_user >= speeds[1].tokens_per_s_per_user  # type: ignore[union-attr]
     assert plan.policy_drafter == plan.drafters[0].name
+
+
+def test_an_moe_plan_states_its_routing_assumption(tmp_path: Path) -> None:
+    """A plan for an MoE target lists how experts are counted, with the locality exponent and
+    its sources; a dense target's plan does not (see small_report)."""
+    plan = make_plan(hardware="h200", model="gpt-oss-20b", drafters=["eagle3-gpt-oss-20b"],
+                     engine="sglang", workload="chat", tps=(1,))
+    write_report(plan, tmp_path, force=True)
+    rows = {r["assumption"]: r for r in csv.DictReader((tmp_path / "assumptions.csv").open())}
+    assert "q^0.78 independent tokens" in rows["MoE routing"]["value"]
+    assert "nkipy PR #63" in rows["MoE routing"]["source"]
+
+
+def test_a_dense_plan_has_no_routing_assumption(small_report: tuple[object, Path]) -> None:
+    _, out = small_report
+    rows = {r["assumption"] for r in csv.DictReader((out / "assumptions.csv").open())}
+    assert "MoE routing" not in rows and "engine" in rows

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecError
+from specsim.forward.ops import ROUTING_LOCALITY
 from specsim.present.document import Block, Row, png_bytes, to_html, to_markdown, without_checkout
 from specsim.present.report_hardware import (
     calibrated_profiles,
@@ -361,6 +362,12 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
          f"{profile_kind(plan.hardware)})",
          "source": without_checkout(next(iter(plan.hardware.sources.values()), ""))},
     ]
+    if plan.model.moe is not None:
+        rows.append({"assumption": "MoE routing",
+                     "value": f"uniform over the experts; the q tokens of one request in a pass "
+                              f"touch the experts of q^{ROUTING_LOCALITY:g} independent tokens",
+                     "source": "distinct-expert counts per verify pass, aws-neuron/nkipy PR #63 "
+                               "and Luce-Org/lucebox PR #501 (specsim/forward/ops.py)"})
     add("table", rows=rows, csv="assumptions.csv")
     err_rows = validate_rows()
     add("p", "Measured error of the round-time model: `specsim validate` against published "
