@@ -71,6 +71,10 @@ def test_engines_show_summarizes_a_long_fit() -> None:
     full = json.loads(run("engines", "show", "sglang", "--json").stdout)
     term = next(t for t in full["terms"] if t["term"] == "per_pass_s")
     assert term["source"].count(", ") == 53  # every row id in JSON
+    rates = {t["term"]: t for t in full["terms"] if "dtype_efficiency" in t["term"]}
+    assert rates["weight_dtype_efficiency.fp8"]["value"] == 0.82
+    assert rates["moe_weight_dtype_efficiency.fp8"]["value"] == 0.95
+    assert "benchmark_moe.py" in rates["moe_weight_dtype_efficiency.fp8"]["source"]
 
 
 def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: Any) -> None:

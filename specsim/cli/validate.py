@@ -60,6 +60,10 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
     rows = [{"term": term, "value": getattr(e, term),
              "source": _fitted(e, as_json) if term in e.fitted else e.sources.get(term, "")}
             for term in (*TERMS, "bandwidth_efficiency", "flops_efficiency")]
+    for block in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
+        rows += [{"term": f"{block}.{dtype}", "value": rate,
+                  "source": e.sources.get(f"{block}.{dtype}", "")}
+                 for dtype, rate in getattr(e, block).items()]
     if as_json:
         echo(to_json({"engine": e.slug, "name": e.name, "version": e.version,
                       "launch": e.launch, "terms": rows}))
