@@ -48,20 +48,17 @@ class PassShape:
     @property
     def tokens(self) -> FloatArray:
         """n: tokens scored in each pass, shape (S,)."""
-        product = self.counts * self.queries
-        return np.asarray(product[:, 0] if product.shape[1] == 1 else product.sum(axis=1))
+        return _per_pass(self.counts * self.queries)
 
     def independent_tokens(self, locality: float) -> FloatArray:
         """Tokens counted as independent draws (of an MoE router), shape (S,): each request's
         q tokens count as q^locality (1: all independent; 0: one draw per request)."""
-        product = self.counts * np.power(self.queries, locality)
-        return np.asarray(product[:, 0] if product.shape[1] == 1 else product.sum(axis=1))
+        return _per_pass(self.counts * np.power(self.queries, locality))
 
     @property
     def requests(self) -> FloatArray:
         """Requests in each pass, shape (S,)."""
-        return np.asarray(self.counts[:, 0] if self.counts.shape[1] == 1
-                          else self.counts.sum(axis=1))
+        return _per_pass(self.counts)
 
     def cached_tokens(self, window: float = np.inf) -> FloatArray:
         """KV entries read per layer, summed over requests, at most `window` per request, (S,)."""
@@ -89,6 +86,11 @@ def _column(values: ArrayLike, name: str) -> FloatArray:
     if array.ndim != 1:
         raise SpecError(f"'{name}' must be a scalar or a 1-D sequence")
     return array
+
+
+def _per_pass(per_group: FloatArray) -> FloatArray:
+    """Sum of an (S, R) per-group quantity over the groups of each pass, (S,)."""
+    return np.asarray(per_group[:, 0] if per_group.shape[1] == 1 else per_group.sum(axis=1))
 
 
 def uniform_passes(

@@ -24,10 +24,10 @@ An engine spec (engines/*.yaml) holds, each with a source or the rows it was fit
     bandwidth_efficiency   achieved fraction of datasheet bandwidth used for datasheet GPUs
     flops_efficiency       achieved fraction of datasheet peak flops for datasheet GPUs (the
                            compute-bound part of a kernel; default: bandwidth_efficiency)
-    moe_weight_dtype_efficiency  the same for the fused-MoE expert GEMMs, where they differ
-                           (a dtype absent here takes weight_dtype_efficiency's value)
     weight_dtype_efficiency  per weight dtype (fp8, int4, mxfp4): the rate its GEMMs stream
                            weights at few tokens, as a fraction of the bf16 GEMM rate
+    moe_weight_dtype_efficiency  the same for the fused-MoE expert GEMMs, where they differ
+                           (a dtype absent here takes weight_dtype_efficiency's value)
     moe_layer_s            seconds the fused-MoE kernels of one MoE layer take on top of
                            streaming the touched experts' weights (top-k, sorting tokens by
                            expert, activation, weighted sum, the GEMMs' fixed latency)

@@ -16,7 +16,7 @@ pass (and per Medusa head), and a round the family's round ops (engines/hf-eager
 them from each method's code). CUDA-graph engines have no per-op term. The efficiency turns
 datasheet kernel time into achieved time; a calibrated GPU profile already carries its own.
 
-Two kernel terms an engine's kernels add on top of the roofline (`engine_kernel_s`):
+Three kernel terms an engine's kernels add on top of the roofline (`engine_kernel_s`):
 
     quantized GEMM  = max(roofline time, weight bytes / (bandwidth x dtype efficiency))
     MoE layer       = touched experts' GEMM time + moe_layer_s
