@@ -84,7 +84,10 @@ def models_import(
     from specsim.specs.hf_import import import_config, is_generic, locate_config, read_config
     from specsim.specs.io import check_writable, spec_from_mapping, write_yaml
     from specsim.specs.models import model_from_file
+    from specsim.specs.names import display_name_problem, require
 
+    if name is not None:  # before the file name is derived from it
+        require(name, display_name_problem, "option --name")
     found = locate_config(config)
     model_name = name or found.name
     slug = model_name.lower().replace("/", "-").replace(" ", "-")
@@ -140,7 +143,10 @@ def drafters_import(
     from specsim.specs.hf_import import locate_config, read_config
     from specsim.specs.io import check_writable, write_yaml
     from specsim.specs.models import load_model
+    from specsim.specs.names import display_name_problem, require
 
+    if name is not None:
+        require(name, display_name_problem, "option --name")
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     found = locate_config(config)
     model = load_model(target)

@@ -22,6 +22,7 @@ import numpy as np
 from specsim.errors import SpecError
 from specsim.specs.drafters import Drafter
 from specsim.specs.io import Fields, read_spec_file, resolve_path
+from specsim.specs.names import read_display_name
 from specsim.specs.workloads import acceptance_profile, family_profiles
 from specsim.speculation.acceptance import AcceptanceProfile
 
@@ -139,7 +140,7 @@ def load_scenario(name: str) -> Scenario:
         output = LengthDistribution(median=DEFAULT_OUTPUT_TOKENS, p90=DEFAULT_OUTPUT_TOKENS,
                                     source=f"assumed {DEFAULT_OUTPUT_TOKENS:.0f} output tokens "
                                     "(the workload gives none)")
-    return Scenario(slug=path.stem, name=f.string("name"),
+    return Scenario(slug=path.stem, name=read_display_name(f),
                     source=str(f.value("source") or spec.path), context=context,
                     prompt=prompt, output=output, acceptance=default, by_family=families,
                     lengths_given=given, path=spec.path)

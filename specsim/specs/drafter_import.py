@@ -23,6 +23,7 @@ from specsim.errors import SpecError
 from specsim.specs.drafters import FAMILIES
 from specsim.specs.io import show
 from specsim.specs.models import Model
+from specsim.specs.names import display_name_problem, require
 
 Config = Mapping[str, Any]
 
@@ -89,6 +90,7 @@ def _layers(config: Config, where: str, hidden: int) -> dict[str, Any]:
 def import_drafter(config: Config, *, target: Model, target_name: str, name: str, source: str,
                    where: str = "config.json", family: str | None = None) -> dict[str, Any]:
     """The drafter spec mapping; `target_name` is recorded as its target (slug or path)."""
+    require(name, display_name_problem, f"{where}: field 'name' of the drafter spec")
     fam = family if family is not None else drafter_family(config, where)
     if fam not in importable_families():
         raise SpecError(f"{'option --family' if family is not None else where}: drafter family "

@@ -22,6 +22,7 @@ from specsim.forward.memory import (
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import Fields, read_spec_file, resolve_path
 from specsim.specs.models import Model, load_model
+from specsim.specs.names import read_checkpoint, read_display_name, read_hub_id
 from specsim.specs.params import weight_bytes as model_weight_bytes
 from specsim.specs.workloads import acceptance_profile
 from specsim.speculation.acceptance import AcceptanceProfile
@@ -264,7 +265,7 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
     hidden = f.integer("hidden_size", base.hidden_size, minimum=1)
     block = f.sub("acceptance", required=False)
     return Drafter(
-        slug=slug, name=f.string("name"), family=fam_name, target=tgt,
+        slug=slug, name=read_display_name(f), family=fam_name, target=tgt,
         layers=f.integer("layers", base.num_layers if small else 1, minimum=0),
         hidden_size=hidden,
         num_attention_heads=f.integer("num_attention_heads", base.num_attention_heads, minimum=1),
@@ -282,10 +283,7 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
         attention_window=f.integer("attention_window", 0),
         model=small, weight_dtype=f.string("weight_dtype", "bf16"),
         acceptance=acceptance_profile(block, path) if block else None,
-        checkpoint=_optional(f, "checkpoint"), trained_for=_optional(f, "trained_for"),
+        checkpoint=read_checkpoint(f, "checkpoint") if f.has("checkpoint") else "",
+        trained_for=read_hub_id(f, "trained_for") if f.has("trained_for") else "",
         sources=sources, path=path,
     )
-
-
-def _optional(f: Fields, key: str) -> str:
-    return f.string(key) if f.has(key) else ""

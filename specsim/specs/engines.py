@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 from specsim.errors import SpecError
 from specsim.specs.io import Fields, check_keys, read_spec_file, resolve_path
+from specsim.specs.names import read_display_name
 
 LAUNCH_MODES = ("eager", "graphs", "none")
 # Terms validate fits (leave one source out) per launch mode; the rest come from sources only.
@@ -208,7 +209,8 @@ def load_engine(name: str) -> Engine:
     numbers.update(fitted)
     fitted_on = tuple(str(r) for r in (spec.data.get("fit") or {}).get("rows", []) or [])
     bandwidth = f.number("bandwidth_efficiency", 1.0, positive=True)
-    return Engine(slug=path.stem, name=f.string("name"), version=f.string("version"),
+    return Engine(slug=path.stem, name=read_display_name(f),
+                  version=read_display_name(f, "version"),
                   launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
                   bandwidth_efficiency=bandwidth,
                   flops_efficiency=f.number("flops_efficiency", bandwidth, positive=True),

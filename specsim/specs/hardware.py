@@ -16,6 +16,7 @@ from typing import Any
 
 from specsim.errors import SpecError
 from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path, show
+from specsim.specs.names import read_display_name
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 GB = 1e9
@@ -265,19 +266,19 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
     link = _sub(f, "interconnect")
     pcie = _sub(f, "pcie")
     dense = _sub(compute, "dense_TFLOPS")
-    pcie.string("name", "PCIe")  # documentation only (e.g. "PCIe Gen5 x16")
+    read_display_name(pcie, "name", "PCIe")  # documentation only (e.g. "PCIe Gen5 x16")
     unknown = [k for k in dense.keys() if k not in DTYPES]
     if unknown:
         raise dense.error(unknown[0], f"is not a known dtype ({', '.join(DTYPES)})")
     try:
         hardware = Hardware(
             slug=slug,
-            name=f.string("name"),
-            vendor=f.string("vendor", "unknown"),
+            name=read_display_name(f),
+            vendor=read_display_name(f, "vendor", "unknown"),
             hbm_capacity_bytes=memory.number("hbm_capacity_GB", positive=True) * GB,
             hbm_bandwidth_bytes_per_s=memory.number("hbm_bandwidth_GB_per_s", positive=True) * GB,
             peak_flops_per_s={k: dense.number(k, positive=True) * TFLOPS for k in dense.keys()},
-            interconnect_name=link.string("name", "interconnect"),
+            interconnect_name=read_display_name(link, "name", "interconnect"),
             interconnect_bandwidth_bytes_per_s=link.number("bandwidth_GB_per_s", positive=True)
             * GB,
             interconnect_latency_s=link.number("latency_us", minimum=0.0) * US,

@@ -12,7 +12,6 @@ vision tower is not counted. What cannot be modelled is an error that names the 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from specsim.errors import SpecError
 from specsim.specs.io import read_json
+from specsim.specs.names import display_name_problem, is_hub_id, require
 
 Config = Mapping[str, Any]
 
@@ -125,6 +125,7 @@ def text_config(config: Config) -> Config:
 def import_config(config: Config, *, name: str, source: str, where: str = "config.json"
                   ) -> dict[str, Any]:
     """The model spec mapping for a config.json; `source` is recorded for every number."""
+    require(name, display_name_problem, f"{where}: field 'name' of the model spec")
     arch = architecture_of(config, where)
     fam = _FAMILIES.get(arch, _Family())
     k = _Keys(text_config(config), where, arch, fam.defaults)
@@ -360,9 +361,6 @@ _FAMILIES: dict[str, _Family] = {
 }
 
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
 @dataclass(frozen=True, slots=True)
 class LocatedConfig:
     """Where a config.json was found: its local path, the name it suggests, its source URL."""
@@ -378,7 +376,7 @@ def locate_config(where: str, *, cache_dir: Path | None = None) -> LocatedConfig
     path = Path(where)
     if path.is_dir():
         path = path / "config.json"
-    if path.exists() or not _REPO_ID.match(where):
+    if path.exists() or "/" not in where or not is_hub_id(where):
         if not path.exists():
             raise SpecError(f"{where}: cannot read (no such file, and not a Hub repo id "
                             "such as Org/Name)")

@@ -14,6 +14,7 @@ from specsim.errors import SpecError
 from specsim.specs.defaults import MAX_TP
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
+from specsim.specs.names import read_display_name, read_hub_id
 
 LAYER_KINDS = ("full_attention", "sliding_attention", "linear_attention")
 
@@ -207,8 +208,8 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
     advertised = f.sub("advertised", required=False)
     return Model(
         slug=slug,
-        name=f.string("name"),
-        hf_id=f.string("hf_id") if f.has("hf_id") else "",
+        name=read_display_name(f),
+        hf_id=read_hub_id(f, "hf_id") if f.has("hf_id") else "",
         architecture=f.string("architecture"),
         hidden_size=hidden,
         num_layers=num_layers,

@@ -15,6 +15,7 @@ from typing import Any
 from specsim.errors import SpecError
 from specsim.specs.defaults import MAX_CONTEXT_TOKENS
 from specsim.specs.io import Fields, read_spec_file, resolve_path, show
+from specsim.specs.names import display_name_problem, read_display_name, require
 from specsim.speculation.acceptance import (
     GEOMETRIC_RANKS,
     AcceptanceProfile,
@@ -93,7 +94,7 @@ def load_workload(name: str) -> Workload:
     f = Fields(spec.data, spec.path)
     block = f.sub("acceptance")
     assert block is not None
-    workload = Workload(slug=path.stem, name=f.string("name"),
+    workload = Workload(slug=path.stem, name=read_display_name(f),
                         context=f.number("context", 0.0, minimum=0.0,
                                          maximum=MAX_CONTEXT_TOKENS),
                         acceptance=acceptance_profile(block, spec.path),
@@ -111,6 +112,7 @@ def workload_to_yaml(name: str, profile: AcceptanceProfile, *,
 
     context: cached tokens per request; a workload holds one length, not a mix.
     """
+    require(name, display_name_problem, "option --name (the workload name)")
     if isinstance(context, tuple):
         raise SpecError(f"option --context: a workload holds one context length, got a mix "
                         f"{', '.join(f'{c:g}' for c in context)}")
