@@ -290,7 +290,12 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
 
 def command_lines(plan: Plan) -> list[tuple[str, str]]:
     """(drafter, text) per drafter: the recommend API's engine commands, or why there is none.
+
+    Each command is one line rendered from its argument vector (shell-quoted); every other line
+    is a one-line `#` comment, so no text from a spec can start a line of its own.
     """
+    from specsim.specs.names import one_line
+
     out = []
     for d in plan.drafters:
         if d.recommendation is None or d.setup is None:
@@ -298,12 +303,12 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
         try:
             cmds = engine_commands(d.recommendation, d.setup)
         except SpecError as err:
-            out.append((d.name, f"# no command: {err}"))
+            out.append((d.name, f"# no command: {one_line(str(err))}"))
             continue
         lines = []
         for c in cmds:
             if c.command is None:
-                lines.append(f"# {c.engine} {c.version}: {c.reason}")
+                lines.append(f"# {c.engine} {c.version}: {one_line(c.reason)}")
             else:
                 batches = f" (batch {_batch_text(c.batches)})" if c.batches else ""
                 lines += [f"# {c.engine} {c.version}{batches}", c.command]

@@ -318,5 +318,5 @@ def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
                          sglang=[choice] if "SGLang" in engines else None)
     setup = dataclasses.replace(part.setup, tp=s.tp)
     wanted = {e.lower() for e in engines}
-    return [dataclasses.replace(c, command=f"{c.command} {BATCH_FLAGS[c.engine]} {s.batch}")
-            for c in engine_commands(rec, setup) if c.engine in wanted and c.command is not None]
+    return [dataclasses.replace(c, argv=(*c.argv, BATCH_FLAGS[c.engine], str(s.batch)))
+            for c in engine_commands(rec, setup) if c.engine in wanted and c.argv]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,7 @@ from numpy.typing import ArrayLike
 from specsim.errors import SpecError
 from specsim.specs.drafters import Drafter
 from specsim.specs.engine_args import engine_args, sglang_problems, vllm_problems
+from specsim.specs.names import one_line
 from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation.speedup import (
     AUTOREGRESSIVE_DEPTHS,
@@ -38,7 +40,7 @@ from specsim.speculation.speedup import (
 from specsim.speculation.trees import sglang_pool_probabilities
 
 __all__ = ["Choice", "EngineCommand", "Recommendation", "engine_commands", "recommend",
-           "serving_batch", "sglang_algorithm", "vllm_flag"]
+           "render_command", "serving_batch", "sglang_algorithm", "vllm_args", "vllm_flag"]
 
 # SGLang topk values tried for trees (topk 1 is a chain, scored per position).
 SGLANG_TOPK = (2, 3, 4, 5, 6, 8)
@@ -50,18 +52,31 @@ def _choices(table: SpeedupTable, objective: str) -> list[Choice]:
     return [choice_at(table, i, k, round_s, speedup) for i, k in enumerate(best.tolist())]
 
 
+def render_command(argv: Sequence[str]) -> str:
+    """An argument vector as one line a POSIX shell runs as exactly that vector: every word
+    that needs it is single-quoted (a `'` inside written as '"'"'), none is left to expand."""
+    return shlex.join(argv)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineCommand:
     """A command that starts a server with the recommended setting, or why there is none.
 
-    batches: the batch sizes the command is the best setting for (all, for vLLM's schedule).
+    argv: the command, one argument per item (empty where there is none); `command` is it
+    rendered for a shell. batches: the batch sizes the command is the best setting for (all,
+    for vLLM's schedule).
     """
 
     engine: str
     version: str
-    command: str | None
+    argv: tuple[str, ...] = ()
     reason: str = ""
     batches: tuple[int, ...] = ()
+
+    @property
+    def command(self) -> str | None:
+        """The command as one line to paste into a POSIX shell, None where there is none."""
+        return render_command(self.argv) if self.argv else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -301,11 +316,16 @@ def _score(choice: Choice, objective: str) -> float:
     return choice.speedup if objective == "speedup" else choice.throughput
 
 
+def vllm_args(config: dict[str, object]) -> list[str]:
+    """vLLM's `--speculative-config` flag and its JSON value, as two arguments."""
+    return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+
+
 def vllm_flag(config: dict[str, object] | None) -> str:
     """The `--speculative-config` argument as a shell-pasteable string."""
     if config is None:
         return "(vLLM has no method for this drafter, or speculation does not pay)"
-    return f"--speculative-config '{json.dumps(config, separators=(',', ':'))}'"
+    return render_command(vllm_args(config))
 
 
 def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
@@ -326,8 +346,8 @@ def target_id(setup: Setup) -> str:
     return setup.target.hf_id
 
 
-def _tp(flag: str, tp: int) -> str:
-    return f" {flag} {tp}" if tp > 1 else ""
+def _tp(flag: str, tp: int) -> list[str]:
+    return [flag, str(tp)] if tp > 1 else []
 
 
 def _vllm_command(rec: Recommendation, setup: Setup) -> EngineCommand:
@@ -336,22 +356,22 @@ def _vllm_command(rec: Recommendation, setup: Setup) -> EngineCommand:
     family = drafter.family if drafter else "(no drafter)"
     method = drafter.kind.vllm_method if drafter else None
     if drafter is None or method is None or method not in args.rules["methods"]:
-        return EngineCommand(engine="vllm", version=args.version, command=None,
+        return EngineCommand(engine="vllm", version=args.version,
                              reason=f"vLLM {args.version} cannot run the {family} family")
     if args.rules["methods"][method]["requires_model"] and not drafter.checkpoint:
-        return EngineCommand(engine="vllm", version=args.version, command=None,
-                             reason=f"{drafter.slug} has no published checkpoint for vLLM's "
-                             f"'model' (method {method})")
+        return EngineCommand(engine="vllm", version=args.version,
+                             reason=f"{one_line(drafter.slug)} has no published checkpoint for "
+                             f"vLLM's 'model' (method {method})")
     config = rec.vllm_config(drafter)
     if config is None:
-        return EngineCommand(engine="vllm", version=args.version, command=None,
+        return EngineCommand(engine="vllm", version=args.version,
                              reason="speculation does not pay at any batch size that fits")
     problems = vllm_problems(config)
     if problems:
         raise SpecError(f"internal: emitted vLLM setting breaks engines/vllm.yaml: {problems}")
-    line = (args.launch.format(model=target_id(setup)) + " " + vllm_flag(config)
-            + _tp(args.tp_flag, setup.tp))
-    return EngineCommand(engine="vllm", version=args.version, command=line,
+    argv = [*args.launch_argv(target_id(setup)), *vllm_args(config),
+            *_tp(args.tp_flag, setup.tp)]
+    return EngineCommand(engine="vllm", version=args.version, argv=tuple(argv),
                          batches=tuple(c.batch for c in rec.schedule_chain))
 
 
@@ -361,15 +381,15 @@ def _sglang_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     algorithm = sglang_algorithm(drafter)
     if drafter is None or algorithm is None or rec.sglang is None:
         family = drafter.family if drafter else "(no drafter)"
-        return [EngineCommand(engine="sglang", version=args.version, command=None,
+        return [EngineCommand(engine="sglang", version=args.version,
                               reason=f"SGLang {args.version} cannot run the {family} family")]
     rules = args.rules
     builtin = algorithm == "EAGLE" and setup.target.architecture in rules["mtp_builtin_targets"]
     if not drafter.checkpoint and not builtin:
-        return [EngineCommand(engine="sglang", version=args.version, command=None,
-                              reason=f"{drafter.slug} has no published checkpoint for "
+        return [EngineCommand(engine="sglang", version=args.version,
+                              reason=f"{one_line(drafter.slug)} has no published checkpoint for "
                               f"{rules['draft_flag']}")]
-    by_setting: dict[str, list[int]] = {}
+    by_setting: dict[tuple[str, ...], list[int]] = {}
     for c in rec.sglang:
         if c.nodes and c.fits:
             flags = _sglang_args(drafter, c)
@@ -379,14 +399,14 @@ def _sglang_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
             if problems:
                 raise SpecError(f"internal: emitted SGLang setting breaks "
                                 f"engines/sglang.yaml: {problems}")
-            text = " ".join(f"{k} {shlex.quote(str(v))}" for k, v in flags.items())
-            by_setting.setdefault(text, []).append(c.batch)
+            words = tuple(word for k, v in flags.items() for word in (k, str(v)))
+            by_setting.setdefault(words, []).append(c.batch)
     if not by_setting:
-        return [EngineCommand(engine="sglang", version=args.version, command=None,
+        return [EngineCommand(engine="sglang", version=args.version,
                               reason="speculation does not pay at any batch size that fits")]
-    head = args.launch.format(model=target_id(setup)) + _tp(args.tp_flag, setup.tp)
+    head = [*args.launch_argv(target_id(setup)), *_tp(args.tp_flag, setup.tp)]
     engine = setup.engine
     if engine is not None and engine.base_slug == "sglang" and not engine.spec_overlap:
-        head += f" {rules['sync_flag']}"  # what was timed: rounds without the overlap
-    return [EngineCommand(engine="sglang", version=args.version, command=f"{head} {text}",
-                          batches=tuple(b)) for text, b in by_setting.items()]
+        head.append(rules["sync_flag"])  # what was timed: rounds without the overlap
+    return [EngineCommand(engine="sglang", version=args.version, argv=(*head, *words),
+                          batches=tuple(b)) for words, b in by_setting.items()]
