@@ -32,22 +32,25 @@ def plan(
     target_throughput: Annotated[float | None, typer.Option(
         help="Output tokens/s the whole service must deliver (sets the GPU count).")] = None,
     out: Annotated[Path, typer.Option(help="Report folder.")] = Path("specsim-report"),
-    force: Annotated[bool, typer.Option(help="Overwrite an existing report folder.")] = False,
+    force: Annotated[bool, typer.Option(
+        help="Replace an existing report folder whole (its old files go).")] = False,
 ) -> None:
-    """Capacity plan: best speculation setting, batch, TP and GPU count at an SLO, as a report."""
+    """Capacity plan: best speculation setting, batch, TP and GPU count at an SLO, as a report.
+
+    The report folder is written whole: into a hidden folder beside --out, then renamed into
+    place; --out may not be a symbolic link (give the folder it points to).
+    """
     from specsim.cli.common import check_number
-    from specsim.errors import SpecError
-    from specsim.present.report import write_report
+    from specsim.present.report import render_report
     from specsim.serving.plan import make_plan
+    from specsim.specs.io import OutputFolder
 
     check_number(min_tokens_per_s_per_user, "--min-tokens-per-s-per-user", low=0.0, high=1e6,
                  low_open=True)
     check_number(target_throughput, "--target-throughput", low=0.0, high=1e12, low_open=True)
-    for folder in (out, *out.parents):
-        if folder.exists() and not folder.is_dir():
-            raise SpecError(f"{out}: {folder} is a file, not a folder; --out names a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise SpecError(f"{out}: exists and is not empty; pass --force to overwrite")
+    # Checked now, locked for the whole run (a second run into --out fails at once), written
+    # last: into a fresh folder beside --out that one rename puts in place.
+    folder = OutputFolder(out, force=force)
     profile = None
     if acceptance is not None:
         from specsim.specs.workloads import load_workload
@@ -57,11 +60,12 @@ def plan(
     def progress(text: str) -> None:
         typer.echo(text, err=True)
 
-    result = make_plan(hardware=hardware, model=model, drafters=drafter, engine=engine,
-                       workload=workload, min_tokens_per_s_per_user=min_tokens_per_s_per_user,
-                       target_tokens_per_s=target_throughput, acceptance=profile,
-                       progress=progress)
-    progress("writing the report")
-    files = write_report(result, out, force=force)
+    with folder:
+        result = make_plan(hardware=hardware, model=model, drafters=drafter, engine=engine,
+                           workload=workload, min_tokens_per_s_per_user=min_tokens_per_s_per_user,
+                           target_tokens_per_s=target_throughput, acceptance=profile,
+                           progress=progress)
+        progress("writing the report")
+        files = folder.publish(render_report(result))
     echo(f"wrote {out / 'report.md'}, {out / 'report.html'} and {len(files) - 2} plots and "
          "tables")

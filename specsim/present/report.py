@@ -7,6 +7,7 @@ Markdown next to its PNG and CSV files and as one self-contained HTML page.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from specsim.serving.plan import (
     setting_commands,
     setting_engines,
 )
+from specsim.specs.io import OutputFolder, file_slug
 from specsim.speculation.recommend import engine_commands
 
 SECTIONS = (
@@ -119,8 +121,16 @@ def _section_speedup(plan: Plan, add: Callable[..., None]) -> None:
         "batch grows verification passes the knee and the best size shrinks."
         + (" Dashed: the best tree of any shape (per-rank acceptance derived from the chain's "
            "\u03b1 where none was measured), a bound no engine builds." if bound else ""))
+    taken: set[str] = set()
     for d in parts:
-        add("img", f"speedup-{d.name}.png", png=_speedup_png(plan, d))
+        add("img", f"speedup-{speedup_slug(d, taken)}.png", png=_speedup_png(plan, d))
+
+
+def speedup_slug(d: DrafterPlan, taken: set[str]) -> str:
+    """The file-name part of a drafter's speedup plot: its spec's slug (a path's stem) made
+    safe for a file name, never a path; one not in `taken` (then added), so two drafters
+    named alike (specs/d1.yaml, other/d1.yaml) get two files."""
+    return file_slug(d.drafter.slug if d.drafter is not None else d.name, taken)
 
 
 def recommendation_rows(plan: Plan) -> list[Row]:
@@ -454,54 +464,57 @@ SECTION_BUILDERS = (_section_answer, section_tn, section_memory, _section_speedu
                     _section_commands, _section_assumptions)
 
 
-def build_report(plan: Plan, out: Path) -> tuple[list[Block], dict[str, bytes]]:
-    """The report's blocks; writes the CSV tables and PNG plots into `out` as it goes."""
+def build_report(plan: Plan) -> tuple[list[Block], dict[str, bytes]]:
+    """The report's blocks and its PNG plots and CSV tables by file name (nothing written)."""
     blocks: list[Block] = []
-    images: dict[str, bytes] = {}
+    files: dict[str, bytes] = {}
+
+    def keep(name: str, data: bytes) -> None:
+        if name in files:  # a second plot or table of one name would silently replace the first
+            raise SpecError(f"report: two files named {name!r}")
+        files[name] = data
 
     def add(kind: str, text: str = "", *, rows: list[Row] | None = None, csv: str = "",
-            png: bytes | None = None, figure: Callable[[Path], None] | None = None) -> None:
+            png: bytes | None = None) -> None:
         if kind == "img":
-            path = out / text
-            if figure is not None:
-                figure(path)
-                images[text] = path.read_bytes()
-            else:
-                assert png is not None
-                path.write_bytes(png)
-                images[text] = png
+            assert png is not None
+            keep(text, png)
         if kind == "table" and rows and csv:
-            _write_csv(out / csv, rows)
+            keep(csv, _csv_bytes(rows))
         blocks.append(Block(kind, text, tuple(rows or ())))
 
     for title, builder in zip(SECTIONS, SECTION_BUILDERS, strict=True):
         blocks.append(Block("h2", title))
         builder(plan, add)
-    return blocks, images
+    return blocks, files
 
 
-def _write_csv(path: Path, rows: list[Row]) -> None:
+def _csv_bytes(rows: list[Row]) -> bytes:
     keys = list(dict.fromkeys(k for r in rows for k in r))
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows(rows)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue().encode("utf-8")
+
+
+def render_report(plan: Plan) -> dict[str, bytes]:
+    """Every file of the report by name: report.md, report.html, the PNGs and the CSVs."""
+    blocks, files = build_report(plan)
+    images = {name: data for name, data in files.items() if name.endswith(".png")}
+    title = f"Capacity plan: {plan.model.name} on {plan.hardware.name}, {plan.scenario.name}"
+    return {"report.md": to_markdown(blocks, title).encode("utf-8"),
+            "report.html": to_html(blocks, title, images).encode("utf-8"), **files}
 
 
 def write_report(plan: Plan, out: Path, *, force: bool = False) -> list[Path]:
-    """Write report.md, report.html, the PNGs and CSVs to `out`; refuse an existing report
-    folder without `force`. Returns the files written."""
-    if out.exists() and any(out.iterdir()) and not force:
-        raise SpecError(f"{out}: exists and is not empty; pass --force to overwrite")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise SpecError(f"{out}: cannot create the report folder ({err.strerror})") from None
-    blocks, images = build_report(plan, out)
-    title = f"Capacity plan: {plan.model.name} on {plan.hardware.name}, {plan.scenario.name}"
-    (out / "report.md").write_text(to_markdown(blocks, title), encoding="utf-8")
-    (out / "report.html").write_text(to_html(blocks, title, images), encoding="utf-8")
-    return sorted(out.iterdir())
+    """Write report.md, report.html, the PNGs and CSVs as the folder `out`, whole: rendered
+    first, then written into a fresh folder beside `out` that one rename puts in place (see
+    `OutputFolder`: locked, never through a symbolic link, the old report kept on any error).
+    An existing non-empty folder is refused without `force` and replaced whole with it (no
+    file of the old report is left). Returns the files written."""
+    with OutputFolder(out, force=force) as folder:
+        return folder.publish(render_report(plan))
 
 
 def _engine_text(name: str) -> str:
