@@ -28,7 +28,9 @@ from specsim.specs.io import read_yaml, write_yaml
 from tests.conftest import requires_vidur, vidur_dir
 from tests.test_cli import run
 
-# A nominal CPU profile: the fit only needs an anchor; its factors absorb the real rates.
+# A nominal CPU profile: the fit only needs an anchor; its factors absorb the real rates. Its
+# numbers are no datasheet (a real CPU's GEMMs from cache may beat them), so the tests of a
+# real CPU profile accept what the physics checks of a GPU would refuse.
 NOMINAL_CPU = {
     "name": "nominal CPU", "vendor": "test",
     "memory": {"hbm_capacity_GB": 24, "hbm_bandwidth_GB_per_s": 20,
@@ -125,7 +127,8 @@ def test_cpu_profile_calibrate_predict_runs(cpu_profile: Path, cpu_hardware: Pat
     Structure only: a shared CPU's timings wander, so accuracy is the synthetic test's job.
     """
     points, _ = from_specsim(cpu_profile)
-    result = calibrate(points, load_hardware(str(cpu_hardware)), source="test")
+    result = calibrate(points, load_hardware(str(cpu_hardware)), source="test",
+                       accept_implausible=True)
     assert set(result.points["split"]) == {"train", "holdout"}
     held = result.layer_errors[result.layer_errors["split"] == "holdout"]
     assert len(held) and np.isfinite(held["mape_calibrated"]).all()
@@ -137,7 +140,7 @@ def test_calibrated_profile_round_trips(cpu_profile: Path, cpu_hardware: Path,
                                         tmp_path: Path) -> None:
     points, _ = from_specsim(cpu_profile)
     hw = load_hardware(str(cpu_hardware))
-    result = calibrate(points, hw, source="test run")
+    result = calibrate(points, hw, source="test run", accept_implausible=True)
     out = tmp_path / "calibrated.yaml"
     write_yaml(out, calibrated_yaml(read_yaml(Path(hw.path)), result, source="test run"),
                force=False)
@@ -282,14 +285,15 @@ def test_profile_and_calibrate_commands(tmp_path: Path, cpu_hardware: Path) -> N
     assert again.returncode == 2 and "--force" in again.stderr
     out, pred = tmp_path / "cal.yaml", tmp_path / "pred.csv"
     fit = run("calibrate", str(profile), "--hardware", str(cpu_hardware), "--out", str(out),
-              "--predictions", str(pred), "--model", "tiny")
+              "--predictions", str(pred), "--model", "tiny", "--accept-implausible")
     assert fit.returncode == 0, fit.stderr
     rows = pd.read_csv(pred)
     assert {"measured_s", "predicted_s", "split"} <= set(rows.columns)
     assert set(rows["split"]) == {"train", "holdout"}
     assert load_hardware(str(out)).is_calibrated
     with pytest.raises(SpecError, match="already calibrated"):
-        calibrate(from_specsim(profile)[0], load_hardware(str(out)), source="x")
+        calibrate(from_specsim(profile)[0], load_hardware(str(out)), source="x",
+                  accept_implausible=True)
 
 
 # ---------------------------------------------------------------- which device, and is it better
@@ -320,7 +324,7 @@ def test_calibrated_profile_is_named_for_the_measured_device(
         cpu_profile: Path, cpu_hardware: Path, tmp_path: Path) -> None:
     out = tmp_path / "cal.yaml"
     fit = run("calibrate", str(cpu_profile), "--hardware", str(cpu_hardware), "--out",
-              str(out), "--force")
+              str(out), "--force", "--accept-implausible")
     assert fit.returncode == 0, fit.stderr
     device = read_profile(cpu_profile)[1]["device"]
     assert load_hardware(str(out)).name == f"{device} (calibrated; datasheet: nominal CPU)"

@@ -197,6 +197,11 @@ def calibrate(
     force: Annotated[bool, typer.Option(
         help="Overwrite existing output files, and write a calibrated profile even when its "
         "error is worse than the datasheet's.")] = False,
+    accept_implausible: Annotated[bool, typer.Option(
+        "--accept-implausible", help="Write a calibrated profile although the measured times "
+        "or the fitted terms are outside what the GPU's physics allows (a unit mistake, "
+        "efficiencies or per-kernel floors no real GPU shows); each is printed as a "
+        "warning.")] = False,
     allow_device_mismatch: Annotated[bool, typer.Option(
         "--allow-device-mismatch", help="Calibrate although the profile was measured on "
         "another device than --hardware (e.g. a CPU against an H100 datasheet); the result "
@@ -206,8 +211,10 @@ def calibrate(
     """Fit effective bandwidth, flops and overheads to measured kernels; write the profile.
 
     The calibrated profile is named for the device the kernels ran on (the profile's
-    '# device:' line). A profile of another device than --hardware is refused, and so is a
-    fit whose error is worse than the datasheet's (both can be overridden, see below).
+    '# device:' line). A profile of another device than --hardware is refused, so is a fit
+    whose error is worse than the datasheet's, and so are measured times or fitted terms the
+    GPU's physics rules out, e.g. milliseconds in the seconds column (each can be overridden,
+    see below).
     """
     from specsim.measurement.calibrate import (
         attention_kernel_sources,
@@ -215,6 +222,7 @@ def calibrate(
         holdout_summary,
     )
     from specsim.measurement.calibrate import calibrate as fit
+    from specsim.measurement.plausibility import ImplausibleCalibration, percent_text
     from specsim.measurement.tables import measured_hardware
     from specsim.specs.hardware import load_hardware
     from specsim.specs.io import PLOT_SUFFIXES, check_writable, read_yaml, write_yaml
@@ -239,7 +247,11 @@ def calibrate(
     split_rule = f"trained on {', '.join(train)}" if train else \
         "every third point of each grid held out"
     try:
-        result = fit(points, hw, train_models=train, source="pending")
+        result = fit(points, hw, train_models=train, source="pending",
+                     accept_implausible=accept_implausible)
+    except ImplausibleCalibration as err:
+        raise SpecError(f"{profile_path}: not written (--accept-implausible writes it anyway), "
+                        f"the GPU's physics rules it out: {'; '.join(err.problems)}") from None
     except SpecError as err:
         raise SpecError(f"{profile_path}: cannot calibrate on these points ({err})") from None
     if measured_on:
@@ -252,7 +264,7 @@ def calibrate(
         raise SpecError(f"{profile_path}: the calibrated profile is worse than the datasheet "
                         f"({worse}); not written (pass --force to write it anyway)")
     held = holdout_summary(result)
-    summary = ", ".join(f"{k} {v:.1f}%" for k, v in held.items())
+    summary = ", ".join(f"{k} {percent_text(v)}" for k, v in held.items())
     data = "Vidur's public profiling tables (github.com/microsoft/vidur, data/profiling)" \
         if fmt == "vidur" else f"profile {profile_path}"
     source = (f"specsim calibrate on {data}: {len(points)} points, {split_rule}; "
@@ -263,6 +275,9 @@ def calibrate(
                    if "attention" in held else
                    "; attention NOT calibrated (no attention kernels measured): it takes the "
                    "idealized datasheet roofline")
+    if result.problems:
+        source += ("; written with --accept-implausible although the GPU's physics rules it "
+                   "out: " + "; ".join(result.problems))
     document = calibrated_yaml(read_yaml(Path(hw.path)), result, source=source,
                                kernel_sources=attention_kernel_sources(result, data, train))
     if predictions is not None:
@@ -280,6 +295,9 @@ def calibrate(
     low = _implausible_efficiency(fitted, hw)
     if low:
         note(f"warning: {profile_path}: {low}")
+    for problem in result.problems:
+        note(f"warning: {profile_path}: implausible, written because of --accept-implausible: "
+             f"{problem}")
     setup = (f"setup: calibrate {profile_path} ({fmt}) against the {hw.name} datasheet; "
              f"{len(points):,} points, {split_rule}")
     _report(result, out, as_json, setup=setup, fitted=fitted)
@@ -342,12 +360,14 @@ def _check_device(path: Path, measured_on: str, hw: Any, *, allow: bool) -> None
 def _worse_than_datasheet(errors: Any) -> str:
     """'' if the fit is no worse than the datasheet on any split, else the numbers."""
     from specsim.measurement.device_match import overall_mape
+    from specsim.measurement.plausibility import percent_text
 
     worse = []
     for split in ("train", "holdout"):
         pair = overall_mape(errors, split)
         if pair is not None and pair[0] > pair[1]:
-            worse.append(f"{split} MAPE {pair[0]:.1f}% calibrated vs {pair[1]:.1f}% datasheet")
+            worse.append(f"{split} MAPE {percent_text(pair[0])} calibrated vs "
+                         f"{percent_text(pair[1])} datasheet")
     return ", ".join(worse)
 
 
@@ -365,6 +385,8 @@ def _write_csv(frame: Any, path: Path) -> None:
 
 def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True, setup: str = "",
             fitted: dict[str, float] | None = None) -> None:
+    from specsim.measurement.plausibility import factor_text, seconds_text
+
     errors = result.errors.round(2).to_dict("records")
     layers = result.layer_errors.round(2).to_dict("records") if len(result.layer_errors) else []
     regions = result.region_errors.round(2).to_dict("records") \
@@ -375,6 +397,7 @@ def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True, setup:
                       "summed_gemm_errors_by_region": regions,
                       "gemm_errors_by_weight_size": sizes, "notes": list(result.notes),
                       "tree_attention_slowdown": result.tree_attention_slowdown,
+                      "implausible": list(result.problems),
                       "fitted": fitted, "setup": setup or None,
                       "name": result.hardware.name, "out": str(out) if wrote else None}))
         return
@@ -392,12 +415,14 @@ def _report(result: Any, out: Path, as_json: bool, *, wrote: bool = True, setup:
         echo(to_table(sizes))
     for text in result.notes:
         echo(f"note: {text}")
-    echo(f"\ntree-masked / causal attention: {result.tree_attention_slowdown:.2f}x")
+    slowdown = result.tree_attention_slowdown
+    echo(f"\ntree-masked / causal attention: "
+         f"{f'{slowdown:.2f}' if slowdown < 1e4 else factor_text(slowdown)}x")
     if fitted:
         echo(f"fitted GEMMs: {fitted['gemm_bandwidth_fraction']:.3f} of datasheet bandwidth "
              f"({fitted['gemm_bandwidth_GB_per_s']:,.0f} GB/s), "
-             f"{fitted['gemm_flops_fraction']:.3f} of peak flops "
+             f"{fitted['gemm_flops_fraction']:.3g} of peak flops "
              f"({fitted['gemm_bf16_TFLOPS']:,.0f} bf16 TFLOPS), "
-             f"{fitted['gemm_floor_us']:.2f} us least time per kernel")
+             f"{seconds_text(fitted['gemm_floor_us'] * 1e-6)} least time per kernel")
     if wrote:
         echo(f"wrote {out}: {result.hardware.name}")

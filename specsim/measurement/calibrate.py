@@ -16,6 +16,10 @@ class and shape, and the measured seconds. Each op class gets the factors its da
 Fits minimize a robust loss of log(predicted / measured) on the training split; every point is
 then predicted with the datasheet profile and with the calibrated one, so the error on held-out
 points (other models, or every third point of the token grid) is measured, not assumed.
+
+A fit the GPU's physics rules out is refused (`plausibility_problems`): measured times faster
+than the datasheet or slower than any kernel can be (a unit mistake: milliseconds read as
+seconds), and fitted efficiencies, floors and overheads outside what real GPUs show.
 """
 
 from __future__ import annotations
@@ -35,6 +39,13 @@ from specsim.forward.ops import attention_work, sampling_bytes
 from specsim.forward.shapes import FloatArray, uniform_passes
 from specsim.measurement.attention_fit import fit_attention_kernel
 from specsim.measurement.gemm_fit import Prior, fit_gemm_efficiency, robust_log_fit
+from specsim.measurement.plausibility import (
+    ROOFLINE_BOUNDS,
+    ImplausibleCalibration,
+    efficiency_problems,
+    measurement_problems,
+    percent_text,
+)
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.hardware import (
     AttentionKernels,
@@ -64,6 +75,8 @@ class Calibration:
     region_errors: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     size_errors: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     notes: tuple[str, ...] = ()  # fields the points could not identify, fields at a bound
+    # What the GPU's physics rules out (plausibility_problems), where the caller accepted it.
+    problems: tuple[str, ...] = ()
 
 
 def assign_split(points: pd.DataFrame, train_models: Sequence[str] | None) -> pd.Series:
@@ -148,8 +161,9 @@ def _fit_roofline(memory: FloatArray, compute: FloatArray, time: FloatArray, *,
 
     start = np.log([0.8] + ([0.6] if fit_flops else []) + [max(float(time.min()) / 2, 1e-9)])
     # Physical: no kernel beats the datasheet (fractions <= 1), floors are >= 0.
-    bounds = (np.log([0.05] + ([0.01] if fit_flops else []) + [1e-12]),
-              np.log([1.0] + ([1.0] if fit_flops else []) + [1.0]))
+    names = ["bandwidth"] + (["flops"] if fit_flops else []) + ["floor_s"]
+    bounds = (np.log([ROOFLINE_BOUNDS[n][0] for n in names]),
+              np.log([ROOFLINE_BOUNDS[n][1] for n in names]))
     fit = robust_log_fit(lambda x: _roofline_s(memory, compute, unpack(x)), time, start, bounds)
     return unpack(fit.x)
 
@@ -344,18 +358,31 @@ def size_errors(points: pd.DataFrame, bytes_per_param: float = 2.0) -> pd.DataFr
 
 
 def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str] | None = None,
-              source: str) -> Calibration:
-    """Fit `hw`'s efficiency on the training split and measure the error on every point."""
+              source: str, accept_implausible: bool = False) -> Calibration:
+    """Fit `hw`'s efficiency on the training split and measure the error on every point.
+
+    Raises ImplausibleCalibration when the measured times or the fitted efficiency are
+    outside the GPU's physics (plausibility_problems), unless `accept_implausible`: then the
+    problems are kept in the result's `problems`.
+    """
     missing = [c for c in MEASUREMENT_COLUMNS if c not in points.columns]
     if missing:
         raise SpecError(f"measurements lack column(s) {', '.join(missing)}")
     if hw.is_calibrated:
         raise SpecError(f"{hw.path}: already calibrated; calibrate the datasheet profile")
     points = points.reset_index(drop=True).copy()
+    # A unit mistake shows in the times alone: refuse before the (longer) fit.
+    ideal = predict_s(points, dataclasses.replace(hw, efficiency=Efficiency()))
+    problems = measurement_problems(points["op_class"], points["time_s"], ideal, gpu=hw.name)
+    if problems and not accept_implausible:
+        raise ImplausibleCalibration(problems)
     points["split"] = assign_split(points, train_models)
     efficiency, notes = fit_efficiency_with_notes(points[points["split"] == "train"], hw)
     slowdown = _tree_slowdown(points[points["split"] == "train"])
     efficiency = dataclasses.replace(efficiency, tree_attention_slowdown=max(slowdown, 1.0))
+    problems += efficiency_problems(efficiency)
+    if problems and not accept_implausible:
+        raise ImplausibleCalibration(problems)
     calibrated = dataclasses.replace(
         hw, name=f"{hw.name} (calibrated)", efficiency=efficiency,
         sources={**hw.sources, "efficiency": source})
@@ -367,7 +394,7 @@ def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str]
         errors=error_table(points, ["model", "op_class", "split"]),
         layer_errors=error_table(sums, ["model", "split"]) if len(sums) else pd.DataFrame(),
         tree_attention_slowdown=slowdown, region_errors=region_errors(sums),
-        size_errors=size_errors(points), notes=notes)
+        size_errors=size_errors(points), notes=notes, problems=problems)
 
 
 def calibrated_yaml(datasheet: dict[str, object], calibration: Calibration, *, source: str,
@@ -396,7 +423,8 @@ def attention_kernel_sources(calibration: Calibration, data: str,
     for name, rows in (("decode", attn[attn["queries"] == 1]),
                        ("prefill", attn[attn["queries"] > 1])):
         held = rows[rows["split"] == "holdout"]
-        error = f"{_mape(held['time_s'], held['predicted_s']):.1f}%" if len(held) else "n/a"
+        error = percent_text(_mape(held["time_s"], held["predicted_s"])) if len(held) \
+            else "n/a"
         kept = [n.removeprefix(f"attention: {name}.") for n in calibration.notes
                 if n.startswith(f"attention: {name}.")]
         out[name] = (f"specsim calibrate: tiled attention model (specsim.forward."
