@@ -39,8 +39,11 @@ MAX_MESSAGE_CHARS = 380  # with the "specsim: error: " prefix, under 400
 
 
 def one_line(message: str) -> str:
-    """An error message on one line, cut to MAX_MESSAGE_CHARS (a long value is not the point)."""
-    text = " ".join(message.split())
+    """An error message on one line, cut to MAX_MESSAGE_CHARS (a long value is not the point);
+    control characters of a quoted value shown as escapes."""
+    from specsim.present.render import terminal_text
+
+    text = terminal_text(" ".join(message.split()), newlines=False)
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
 
 

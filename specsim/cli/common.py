@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from specsim.errors import SpecError
+from specsim.present.render import terminal_text
 from specsim.specs import defaults
 
 app = typer.Typer(
@@ -57,13 +58,14 @@ ComputeDtypeOpt = Annotated[str, typer.Option(
 
 
 def echo(text: str) -> None:
-    typer.echo(text)
+    """Print to stdout, control characters from spec names and sources shown as escapes."""
+    typer.echo(terminal_text(text))
 
 
 def note(text: str) -> None:
     """A line for the person at the terminal (estimates, warnings), on stderr: stdout stays
     the table or JSON."""
-    typer.echo(text, err=True)
+    typer.echo(terminal_text(text), err=True)
 
 
 # The most each list option may ask for; --context's bound is its per-request length.

@@ -22,6 +22,7 @@ from specsim.cli.common import (
     to_table,
 )
 from specsim.errors import SpecError
+from specsim.present.render import terminal_text
 from specsim.specs.defaults import MAX_TOKENS_PER_PASS
 
 TINY = "tiny"  # a 4-layer toy model for quick CPU runs of the whole loop
@@ -38,6 +39,7 @@ class _Progress:
     """A one-line progress bar on stderr (a line every 10% when stderr is not a terminal)."""
 
     def __init__(self, title: str) -> None:
+
         self.title, self.start, self.shown = title, time.perf_counter(), -1
         self.tty = sys.stderr.isatty()
 
@@ -48,7 +50,8 @@ class _Progress:
         self.shown = tenth
         bar = "#" * (30 * done // total)
         elapsed = time.perf_counter() - self.start
-        line = f"{self.title} [{bar:<30}] {done}/{total} {elapsed:5.1f}s {label[:40]:<40}"
+        line = terminal_text(f"{self.title} [{bar:<30}] {done}/{total} {elapsed:5.1f}s "
+                             f"{label[:40]:<40}", newlines=False)
         sys.stderr.write(("\r" + line) if self.tty else line + "\n")
         if self.tty and done == total:
             sys.stderr.write("\n")

@@ -58,7 +58,9 @@ def plan(
         profile = load_workload(str(acceptance)).acceptance
 
     def progress(text: str) -> None:
-        typer.echo(text, err=True)
+        from specsim.present.render import terminal_text
+
+        typer.echo(terminal_text(text), err=True)
 
     with folder:
         result = make_plan(hardware=hardware, model=model, drafters=drafter, engine=engine,

@@ -1,6 +1,13 @@
 """A report as a document: blocks (headings, paragraphs, tables, images, code) rendered as
 Markdown beside its PNG files, or as one self-contained HTML page (plots inlined as base64 PNG,
-no script, no external reference); and a figure drawn to PNG bytes."""
+no script, no external reference); and a figure drawn to PNG bytes.
+
+Block text is plain text, where `...` marks inline code (both renderers read it so). Text
+from specs (a model's name, a source) can hold anything: the Markdown renderer escapes every
+character that would make structure (`markdown_text`) and fences code blocks longer than any
+backtick run inside, as the HTML renderer escapes for HTML; neither lets such text open a
+section, a comment, a link or a code block of its own.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import base64
 import html
 import io
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,25 +56,79 @@ def without_checkout(text: str) -> str:
     return text.replace(root, "")
 
 
+# Characters a terminal or a renderer acts on rather than shows (C0 and C1 controls, DEL, line
+# and paragraph separators, bidirectional overrides and isolates): spaces in Markdown text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Characters that make inline Markdown structure anywhere in a line: backslash escapes, code
+# spans, emphasis, links and images, HTML tags and comments ('<!--' becomes '\\<\\!--'),
+# autolinks, headings, table cells, entities and GFM strikethrough. CommonMark lets a backslash
+# escape each of them.
+_SPECIAL = re.compile(r"[\\`*\[\]<>#|~&!]")
+# '_' opens or closes emphasis only where it is not between two letters or digits.
+_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+# What starts a list item at the beginning of a line ('*', '#' and '>' are escaped anyway).
+_LIST_MARKER = re.compile(r"^([-+])|^(\d+)([.)])")
+_INLINE_CODE = re.compile(r"`([^`]+)`")
+# In a code block, the controls but newline and tab.
+_CODE_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def markdown_text(text: str, *, line_start: bool = True) -> str:
+    """Plain text as Markdown that renders as exactly that text, on one line: control
+    characters and newlines become spaces, every character that would make structure is
+    backslash-escaped, and (`line_start`: the text begins a line) so is a leading list marker."""
+    escaped = _UNDERSCORE.sub(r"\\_", _SPECIAL.sub(lambda m: "\\" + m.group(), text))
+    escaped = _CONTROL.sub(" ", escaped)
+    if line_start:
+        escaped = _LIST_MARKER.sub(lambda m: f"\\{m.group(1)}" if m.group(1)
+                                   else f"{m.group(2)}\\{m.group(3)}", escaped.lstrip())
+    return escaped
+
+
+def markdown_paragraph(text: str) -> str:
+    """A paragraph's text, `...` spans as inline code (as the HTML page reads them) and the rest
+    escaped (markdown_text); on one line."""
+    text = _CONTROL.sub(" ", text).strip()
+    out, start = [], 0
+    for match in _INLINE_CODE.finditer(text):
+        out.append(markdown_text(text[start:match.start()], line_start=start == 0))
+        out.append(f"`{match.group(1)}`")  # no backtick inside: nothing can close it early
+        start = match.end()
+    out.append(markdown_text(text[start:], line_start=start == 0))
+    return "".join(out)
+
+
+def markdown_code(text: str) -> list[str]:
+    """A fenced code block of `text` (control characters but newline and tab shown as U+FFFD):
+    the fence is longer than any backtick run inside, so no line of it can close the block."""
+    body = _CODE_CONTROL.sub("\ufffd", text.replace("\r\n", "\n"))
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, body, fence]
+
+
 def to_markdown(blocks: list[Block], title: str) -> str:
-    out = [f"# {title}", ""]
+    out = [f"# {markdown_text(title, line_start=False)}", ""]
     for b in blocks:
         if b.kind == "h2":
-            out += [f"## {b.text}", ""]
+            out += [f"## {markdown_text(b.text, line_start=False)}", ""]
         elif b.kind == "p":
-            out += [b.text, ""]
+            out += [markdown_paragraph(b.text), ""]
         elif b.kind == "code":
-            out += ["```", b.text, "```", ""]
+            out += [*markdown_code(b.text), ""]
         elif b.kind == "img":
-            out += [f"![{b.text}]({b.text})", ""]
+            # The file name as a percent-encoded link (no space, parenthesis or bracket left).
+            out += [f"![{markdown_text(b.text, line_start=False)}]"
+                    f"({urllib.parse.quote(b.text)})", ""]
         elif b.kind == "table" and b.rows:
             keys = list(b.rows[0])
-            out.append("| " + " | ".join(keys) + " |")
+            out.append("| " + " | ".join(markdown_text(str(k), line_start=False) for k in keys)
+                       + " |")
             out.append("|" + "".join("---|" if isinstance(b.rows[0][k], str) else "--:|"
                                      for k in keys))
             for r in b.rows:
-                out.append("| " + " | ".join(cell_text(r[k]).replace("|", "\\|") for k in keys)
-                           + " |")
+                out.append("| " + " | ".join(markdown_text(cell_text(r[k]), line_start=False)
+                                             for k in keys) + " |")
             out.append("")
     return "\n".join(out)
 

@@ -1,13 +1,39 @@
-"""Text tables and JSON for the CLI: rows are dicts of SI-unit-suffixed fields, formatted here."""
+"""Text tables and JSON for the CLI: rows are dicts of SI-unit-suffixed fields, formatted here.
+
+Everything printed to a terminal goes through `terminal_text`, which shows control characters
+as visible escapes: a spec's name or source cannot retitle the window, move the cursor or
+rewrite earlier lines.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 Row = Mapping[str, Any]
+
+# What a terminal acts on rather than shows: C0 controls (ESC starts escape sequences, CR and
+# BS rewrite the line), DEL, C1 controls (CSI and OSC as one byte), the Unicode line and
+# paragraph separators, and the bidirectional overrides and isolates that reorder the text
+# shown. Tab and newline stay where a caller keeps them (whole outputs), not in cells.
+_CONTROL = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[{_CONTROL}]")
+_UNSAFE_IN_LINE = re.compile(rf"[{_CONTROL}\t\n]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_text(text: str, *, newlines: bool = True) -> str:
+    """`text` safe to print to a terminal: every control character shown as its escape
+    (ESC as \\x1b, a right-to-left override as \\u202e); with `newlines` False (a table cell,
+    a value on one line) tab and newline too."""
+    return (_UNSAFE if newlines else _UNSAFE_IN_LINE).sub(_visible, text)
 
 
 def _cell(value: Any) -> str:
@@ -28,7 +54,7 @@ def _cell(value: Any) -> str:
         if magnitude >= 100:
             return f"{value:,.1f}"
         return f"{value:.4g}"
-    return str(value)
+    return terminal_text(str(value), newlines=False)
 
 
 def table(rows: Sequence[Row], columns: Sequence[str] | None = None, *, title: str = "") -> str:
@@ -37,16 +63,17 @@ def table(rows: Sequence[Row], columns: Sequence[str] | None = None, *, title: s
         return f"{title}\n(no rows)" if title else "(no rows)"
     cols = list(columns) if columns else list(rows[0].keys())
     cells = [[_cell(row.get(c, "")) for c in cols] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
     numeric = [all(isinstance(row.get(c), int | float) for row in rows) for c in cols]
+    heads = [terminal_text(str(c), newlines=False) for c in cols]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(heads)]
 
     def line(values: Sequence[str]) -> str:
         cells = zip(values, widths, numeric, strict=True)
         parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in cells]
         return "  ".join(parts).rstrip()
 
-    out = [title] if title else []
-    out += [line(cols), line(["-" * w for w in widths])]
+    out = [terminal_text(title)] if title else []
+    out += [line(heads), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
     return "\n".join(out)
 
@@ -70,14 +97,16 @@ def _plain(value: Any) -> Any:
 
 def key_values(pairs: Sequence[tuple[str, Any, str]], *, title: str = "") -> str:
     """Field / value / source listing for `show` commands (numbers aligned, text left)."""
-    width = max(len(k) for k, _, _ in pairs)
+    keys = [terminal_text(str(k), newlines=False) for k, _, _ in pairs]
+    width = max(len(k) for k in keys)
     numbers = [_cell(v) for _, v, _ in pairs if isinstance(v, int | float)]
     value_width = max((len(c) for c in numbers), default=0)
-    out = [title] if title else []
-    for key, value, source in pairs:
+    out = [terminal_text(title, newlines=False)] if title else []
+    for key, (_, value, source) in zip(keys, pairs, strict=True):
         cell = _cell(value)
         cell = cell.rjust(value_width) if isinstance(value, int | float) else cell
         text = f"{key.ljust(width)}  {cell}"
+        source = terminal_text(str(source), newlines=False) if source else ""
         out.append(f"{text}  [{source}]" if source else text)
     return "\n".join(out)
 
