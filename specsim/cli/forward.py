@@ -28,6 +28,7 @@ from specsim.cli.common import (
     to_json,
     to_table,
 )
+from specsim.errors import SpecError
 from specsim.specs.defaults import MAX_TREE_NODES
 
 
@@ -119,11 +120,19 @@ def memory(
                           precision=prec)
     header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec,
                         drafter=draft) + "; memory per GPU"
+    # Everything is computed before anything is printed: an error leaves no half output,
+    # with --json as without.
+    try:
+        max_requests = plan.max_requests
+    except SpecError as err:  # no per-request cache (context 0 and no fixed state)
+        raise SpecError(f"option --context: {context_text(ctx)} tokens per request: {err}; "
+                        "give a context of at least 1 token") from None
+    rows = memory_rows(plan)
     if as_json:
-        echo(to_json({"setup": header, "rows": memory_rows(plan)}))
+        echo(to_json({"setup": header, "rows": rows, "max_requests": max_requests}))
         return
     echo(header)
-    echo(to_table(memory_rows(plan)))
-    echo(f"\nmax concurrent requests at {context_text(ctx)} tokens: {plan.max_requests} "
+    echo(to_table(rows))
+    echo(f"\nmax concurrent requests at {context_text(ctx)} tokens: {max_requests} "
          f"({memory_fraction:.0%} of {hw.hbm_capacity_bytes / 1e9:g} GB, TP {tp}"
          + (f", EP {ep})" if ep > 1 else ")"))
