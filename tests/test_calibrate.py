@@ -285,7 +285,9 @@ def test_profile_and_calibrate_commands(tmp_path: Path, cpu_hardware: Path) -> N
     assert again.returncode == 2 and "--force" in again.stderr
     out, pred = tmp_path / "cal.yaml", tmp_path / "pred.csv"
     fit = run("calibrate", str(profile), "--hardware", str(cpu_hardware), "--out", str(out),
-              "--predictions", str(pred), "--model", "tiny", "--accept-implausible")
+              "--predictions", str(pred), "--model", "tiny", "--accept-implausible", "--force")
+    # --force: whether a fit of real CPU timings beats the nominal datasheet depends on how
+    # loaded this machine is; this test checks that the loop runs and writes, not the fit.
     assert fit.returncode == 0, fit.stderr
     rows = pd.read_csv(pred)
     assert {"measured_s", "predicted_s", "split"} <= set(rows.columns)
