@@ -139,8 +139,16 @@ def resolve_path(kind: str, name: str) -> Path:
 # Bounds on what a spec or config file may hold: far above any real spec, far below what
 # exhausts memory or the interpreter's stack.
 MAX_FILE_BYTES = 64 * 2**20
-MAX_SPEC_BYTES = 4 * 2**20
+# Every YAML input (specs, ranks, workloads, published rows) and config.json: the largest
+# built-in YAML is 32 KB; a file over this is refused by its size, before it is parsed.
+MAX_SPEC_BYTES = 2**20
 MAX_DEPTH = 64
+# Nodes (scalars, lists, mappings) in one YAML document: a built-in file has a few thousand.
+# Counted while parsing, before any object is built, so a huge flat list costs no memory.
+MAX_YAML_NODES = 50_000
+# Digits of a YAML integer: far above any real field (MAX_NUMBER has 19), far below Python's
+# 4,300-digit limit on int() from text.
+MAX_INT_DIGITS = 100
 MAX_NUMBER = 1e18  # larger magnitudes in a spec are typos (e.g. 1e308), not hardware
 
 
@@ -148,9 +156,15 @@ def read_text(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) ->
     """A text file's contents: UTF-8 (with or without BOM) or UTF-16 with a BOM.
 
     A folder, a missing file, a file over `limit` bytes, binary data or other encodings are one
-    SpecError naming the file.
+    SpecError naming the file. At most `limit` + 1 bytes are ever read.
     """
-    if path.is_dir():
+    return decode_text(read_bytes(path, what=what, limit=limit), path)
+
+
+def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) -> bytes:
+    """A file's bytes, refused (one SpecError naming it) when it is a folder, unreadable or
+    larger than `limit` bytes, found by reading at most `limit` + 1 bytes."""
+    if _probe(path, "is_dir"):
         raise SpecError(f"{path}: is a folder, not a {what}")
     try:
         with open(path, "rb") as handle:
@@ -158,8 +172,16 @@ def read_text(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) ->
     except OSError as err:
         raise SpecError(f"{path}: cannot read ({err.strerror or err})") from None
     if len(raw) > limit:
-        raise SpecError(f"{path}: larger than {limit // 2**20} MiB; not a {what}")
-    return decode_text(raw, path)
+        raise SpecError(f"{path}: larger than {_size(limit)}; not a {what}")
+    return raw
+
+
+def _size(limit: int) -> str:
+    """A byte limit as people write it: 1 MiB, 64 MiB, 512 KiB, 1000 bytes."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if limit >= scale and limit % scale == 0:
+            return f"{limit // scale} {unit}"
+    return f"{limit:,} bytes"
 
 
 def decode_text(raw: bytes, path: Path | str) -> str:
@@ -178,33 +200,41 @@ def decode_text(raw: bytes, path: Path | str) -> str:
                         f"{err.start}); save it as UTF-8") from None
 
 
-def _check_yaml_shape(text: str, path: Path) -> None:
-    """Reject nesting deeper than MAX_DEPTH and anchors/aliases before building any object.
+# ---- the one YAML reader -------------------------------------------------------------------
+#
+# Every YAML input goes through `parse_yaml`: YAML 1.2 core-schema scalars, no anchors or
+# aliases, at most MAX_DEPTH levels and MAX_YAML_NODES nodes, no key twice in a mapping, no
+# integer of more than MAX_INT_DIGITS digits, and every problem one SpecError line naming the
+# file, the line and (where it has one) the field.
+#
+# YAML 1.2 core schema, not PyYAML's YAML 1.1: `032` is 32 (1.1: octal 26), `0o17` is 15,
+# `0x1F` is 31, `1e-3` is a number (1.1: the string '1e-3'); `1_000`, `1:30` (1.1:
+# sexagesimal 90), `yes`/`no`/`on`/`off` and dates are strings, which a numeric or boolean
+# field then refuses by name. Only the core tags (str, int, float, bool, null, seq, map) exist.
 
-    PyYAML's event parser is iterative, so this pass cannot recurse; the constructor that
-    follows would recurse once per level, and aliases can expand exponentially (a "billion
-    laughs" file), so specs may not use them.
-    """
-    depth = 0
-    for event in yaml.parse(text, Loader=_BaseLoader):
-        line = getattr(event.start_mark, "line", -1) + 1
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise SpecError(f"{path}: line {line}: YAML anchors and aliases are not supported "
-                            "in spec files")
-        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise SpecError(f"{path}: line {line}: nested more than {MAX_DEPTH} levels "
-                                "deep")
-        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-            depth -= 1
-
+_TAG = "tag:yaml.org,2002:"
+_CORE_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_CORE_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+_CORE_BOOL = {"true": True, "True": True, "TRUE": True,
+              "false": False, "False": False, "FALSE": False}
+_CORE_NULL = ("", "~", "null", "Null", "NULL")
 
 _BaseLoader: Any = _LOADER
 
 
+def _int_digits(text: str) -> int:
+    """Digits of an integer literal (without sign or 0o/0x prefix)."""
+    body = text.lstrip("+-")
+    return len(body) - 2 if body[:2] in ("0o", "0x") else len(body)
+
+
 class _StrictLoader(_BaseLoader):  # type: ignore[misc]
-    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last)."""
+    """libyaml's parser with YAML 1.2 core-schema scalars, rejecting a key given twice in one
+    mapping (PyYAML keeps the last) and any tag outside the core schema."""
+
+    yaml_implicit_resolvers: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+    yaml_constructors: dict[str | None, Any] = {}
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
@@ -219,30 +249,166 @@ class _StrictLoader(_BaseLoader):  # type: ignore[misc]
                 ) from None
             if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice", key_node.start_mark)
+                    None, None, f"key {show(key, 40)} appears twice", key_node.start_mark)
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
 
+    def _scalar(self, node: yaml.Node, kind: str) -> str:
+        value = self.construct_scalar(node)
+        assert isinstance(value, str)
+        return value
 
-# PyYAML reads YAML 1.1, where a float needs a dot: 1e-3 would be the string '1e-3'. Spec files
-# are written by people who mean the number (as YAML 1.2 and JSON do), so read it as one.
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+    def _bad(self, node: yaml.Node, kind: str, value: str) -> yaml.constructor.ConstructorError:
+        return yaml.constructor.ConstructorError(
+            None, None, f"{show(value, 40)} is not a YAML 1.2 {kind}", node.start_mark)
+
+    def construct_core_int(self, node: yaml.Node) -> int:
+        value = self._scalar(node, "integer")
+        if not _CORE_INT.fullmatch(value):
+            raise self._bad(node, "integer", value)
+        if _int_digits(value) > MAX_INT_DIGITS:  # _check_events names the field first
+            raise yaml.constructor.ConstructorError(
+                None, None, f"integer of {_int_digits(value):,} digits", node.start_mark)
+        if value.startswith("0o"):
+            return int(value[2:], 8)
+        if value.startswith("0x"):
+            return int(value[2:], 16)
+        return int(value, 10)
+
+    def construct_core_float(self, node: yaml.Node) -> float:
+        value = self._scalar(node, "number")
+        if _CORE_INT.fullmatch(value) and _int_digits(value) <= MAX_INT_DIGITS:
+            return float(self.construct_core_int(node))  # `!!float 3`
+        if not _CORE_FLOAT.fullmatch(value):
+            raise self._bad(node, "number", value)
+        special = value.lower()
+        if special.lstrip("+-") in (".inf", ".nan"):
+            return float(special.replace(".", ""))
+        return float(value)
+
+    def construct_core_bool(self, node: yaml.Node) -> bool:
+        value = self._scalar(node, "boolean")
+        if value not in _CORE_BOOL:
+            raise self._bad(node, "boolean (true or false)", value)
+        return _CORE_BOOL[value]
+
+    def construct_core_null(self, node: yaml.Node) -> None:
+        value = self._scalar(node, "null")
+        if value not in _CORE_NULL:
+            raise self._bad(node, "null", value)
+
+    def construct_unknown(self, node: yaml.Node) -> None:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"tag {show(node.tag, 40)} is not supported (only plain YAML values)",
+            node.start_mark)
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """Parse a YAML mapping, turning every parse problem into one SpecError line."""
-    text = read_text(path, what="YAML file", limit=MAX_SPEC_BYTES)
+for _kind, _pattern, _first in (
+    ("bool", "true|True|TRUE|false|False|FALSE", "tTfF"),
+    ("int", _CORE_INT.pattern, "-+0123456789"),
+    ("float", _CORE_FLOAT.pattern, "-+0123456789."),
+    ("null", "~|null|Null|NULL|", ["~", "n", "N", ""]),
+):
+    _StrictLoader.add_implicit_resolver(f"{_TAG}{_kind}", re.compile(f"^(?:{_pattern})$"),
+                                        list(_first))
+for _kind, _method in (
+    ("str", yaml.constructor.SafeConstructor.construct_yaml_str),
+    ("seq", yaml.constructor.SafeConstructor.construct_yaml_seq),
+    ("map", yaml.constructor.SafeConstructor.construct_yaml_map),
+    ("int", _StrictLoader.construct_core_int),
+    ("float", _StrictLoader.construct_core_float),
+    ("bool", _StrictLoader.construct_core_bool),
+    ("null", _StrictLoader.construct_core_null),
+):
+    _StrictLoader.add_constructor(f"{_TAG}{_kind}", _method)
+_StrictLoader.add_constructor(None, _StrictLoader.construct_unknown)
+
+
+def _field_path(stack: list[list[Any]]) -> str:
+    """The dotted field of the node being read: `a.b[3].c` (`[3]` at the top level)."""
+    text = ""
+    for frame in stack:
+        if frame[0] == "seq":
+            text += f"[{frame[1]}]"
+        elif frame[1] is not None:
+            text += f"{'.' if text else ''}{frame[1]}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_events(text: str, where: str) -> None:
+    """One pass over the parse events, before any object is built: refuse anchors and aliases
+    (a "billion laughs" file expands exponentially), nesting deeper than MAX_DEPTH (the
+    constructor recurses once per level), more than MAX_YAML_NODES nodes, and integers of more
+    than MAX_INT_DIGITS digits, naming the field.
+
+    PyYAML's event parser is iterative (libyaml's where present), so this pass cannot recurse;
+    it keeps one frame per open collection: ["map", key, expecting_key] or ["seq", index].
+    """
+    stack: list[list[Any]] = []
+    nodes = 0
+    for event in yaml.parse(text, Loader=_BaseLoader):
+        if isinstance(event, yaml.CollectionEndEvent):
+            stack.pop()
+            _node_done(stack, "?")
+            continue
+        if not isinstance(event, yaml.NodeEvent):
+            continue
+        line = getattr(event.start_mark, "line", -1) + 1
+        nodes += 1
+        if nodes > MAX_YAML_NODES:
+            raise SpecError(f"{where}: line {line}: more than {MAX_YAML_NODES:,} values; "
+                            "not a specsim input")
+        if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+            raise SpecError(f"{where}: line {line}: YAML anchors and aliases (&, *) are not "
+                            "supported; write the values out")
+        if stack and stack[-1][0] == "seq":
+            stack[-1][1] += 1
+        if isinstance(event, yaml.ScalarEvent):
+            value = event.value
+            resolved = event.tag == f"{_TAG}int" or (
+                event.tag is None and event.implicit[0] and _CORE_INT.fullmatch(value))
+            if resolved and _int_digits(value) > MAX_INT_DIGITS:
+                field = _field_path(stack)
+                named = f"field '{field}'" if field else "the value"
+                raise SpecError(f"{where}: line {line}: {named}: integer of "
+                                f"{_int_digits(value):,} digits (at most {MAX_INT_DIGITS})")
+            _node_done(stack, value)
+            continue
+        if len(stack) >= MAX_DEPTH:
+            raise SpecError(f"{where}: line {line}: nested more than {MAX_DEPTH} levels deep")
+        kind = "map" if isinstance(event, yaml.MappingStartEvent) else "seq"
+        stack.append(["map", None, True] if kind == "map" else ["seq", -1])
+
+
+def _node_done(stack: list[list[Any]], key: str) -> None:
+    """A node of the innermost mapping is complete: a key (remember it) or its value."""
+    if stack and stack[-1][0] == "map":
+        frame = stack[-1]
+        if frame[2]:
+            frame[1] = key if len(key) <= 40 else key[:37] + "..."
+        frame[2] = not frame[2]
+
+
+def parse_yaml(text: str, where: Path | str) -> Any:
+    """The one YAML reader for every input: the document's value (any type), or one SpecError
+    line naming `where` (see the rules above this function)."""
     try:
-        _check_yaml_shape(text, path)
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506  (a SafeLoader)
+        _check_events(text, str(where))
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506  (a SafeLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "malformed YAML"
-        raise SpecError(f"{path}:{where}: malformed YAML ({str(problem)[:120]})") from None
+        line = f" line {mark.line + 1}:" if mark is not None else ""
+        problem = str(getattr(err, "problem", None) or "malformed YAML")
+        problem = problem if len(problem) <= 80 else problem[:77] + "..."
+        raise SpecError(f"{where}:{line} malformed YAML ({problem})") from None
+    except RecursionError:  # unreachable within MAX_DEPTH; a last guard
+        raise SpecError(f"{where}: nested too deeply") from None
+
+
+def read_yaml(path: Path, *, what: str = "YAML file") -> dict[str, Any]:
+    """A YAML file holding a mapping, read by `parse_yaml` (refused unread past
+    MAX_SPEC_BYTES); every problem is one SpecError line."""
+    data = parse_yaml(read_text(path, what=what, limit=MAX_SPEC_BYTES), path)
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     return data
@@ -260,7 +426,9 @@ def spec_from_mapping(data: Mapping[str, Any], where: str) -> SpecFile:
     """A SpecFile from a mapping in memory (as `write_yaml` would store it), checked alike."""
     sources: dict[str, str] = {}
     text = yaml.safe_dump(dict(data), sort_keys=False)
-    plain = yaml.safe_load(text)  # the round trip the file will make
+    plain = parse_yaml(text, where)  # the round trip the file will make
+    if not isinstance(plain, dict):
+        raise SpecError(f"{where}: expected a mapping of fields, got {type(plain).__name__}")
     unwrapped = _unwrap(plain, prefix="", inherited=None, sources=sources, path=Path(where))
     return SpecFile(data=unwrapped, sources=sources, path=where)
 

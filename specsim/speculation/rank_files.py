@@ -15,17 +15,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from specsim.errors import SpecError
 from specsim.speculation.acceptance import PROBABILITY_TOLERANCE
 
-_TENSOR = re.compile(r"^\s*tensor\(\s*(\[.*?\])\s*(,[^)]*)?\)\s*$", re.S)
+# A YAML document rather than CSV: a block list ("- 0.5") or a mapping ("ranks: ...").
+_YAML_BLOCK = re.compile(r"-(?:\s|$)|[^\n]*:")
 
 
 def read_ranks(path: str | Path) -> tuple[float, ...]:
     """a_j from `path`; any problem is one SpecError naming the file and the entry."""
-    from specsim.specs.io import MAX_SPEC_BYTES, check_json_depth, read_text
+    from specsim.specs.io import MAX_SPEC_BYTES, check_json_depth, read_text, show
 
     where = str(path)
     text = read_text(Path(path), what="ranks file", limit=MAX_SPEC_BYTES)
@@ -35,15 +34,18 @@ def read_ranks(path: str | Path) -> tuple[float, ...]:
     except RecursionError:
         raise SpecError(f"{where}: nested too deeply to be a list of ranks") from None
     if not isinstance(values, list):
-        raise SpecError(f"{where}: ranks must be a list of numbers, got {type(values).__name__}")
+        raise SpecError(f"{where}: ranks must be a list of numbers, got "
+                        f"{type(values).__name__} {show(values, 40)}")
     if not values:
         raise SpecError(f"{where}: ranks list is empty")
     out = []
     for j, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise SpecError(f"{where}: entry {j} = {v!r} is not a number")
+            raise SpecError(f"{where}: entry {j} = {show(v, 40)} is not a number")
         if not math.isfinite(v) or v < 0.0 or v > 1.0:
-            raise SpecError(f"{where}: entry {j} = {v!r} must be a probability in [0, 1]")
+            problem = "is negative; each entry is" if v < 0.0 else "must be"
+            raise SpecError(f"{where}: entry {j} = {show(v, 40)} {problem} a probability in "
+                            "[0, 1]")
         out.append(float(v))
     if sum(out) > 1.0 + 1e-6 + PROBABILITY_TOLERANCE:
         raise SpecError(f"{where}: entries sum to {sum(out):.6g} > 1; the ranks are exclusive "
@@ -51,17 +53,32 @@ def read_ranks(path: str | Path) -> tuple[float, ...]:
     return tuple(out)
 
 
+def _tensor_body(text: str) -> str:
+    """The list inside Sequoia's `tensor([...])` or `tensor([...], device=...)`, else `text`
+    (found by position, not by a backtracking pattern: linear in the file's length)."""
+    stripped = text.strip()
+    if not (stripped.startswith("tensor(") and stripped.endswith(")")):
+        return text
+    inner = stripped[len("tensor("):-1].strip()
+    close = inner.find("]")
+    if not inner.startswith("[") or close < 0:
+        return text
+    rest = inner[close + 1:].strip()
+    return inner[:close + 1] if not rest or rest.startswith(",") else text
+
+
 def _parse(text: str, where: str) -> Any:
-    match = _TENSOR.match(text)
-    body = match.group(1) if match else text
-    stripped = body.strip()
+    from specsim.specs.io import parse_yaml
+
+    stripped = _tensor_body(text).strip()
     if stripped.startswith(("[", "{")):
         try:
-            data = json.loads(stripped, parse_constant=lambda c: float(c))
+            data = json.loads(stripped, parse_constant=lambda c: float(c),
+                              parse_int=lambda digits: _json_int(digits, where))
         except json.JSONDecodeError:
-            data = _yaml(stripped, where)
-    elif ":" in stripped or stripped.startswith("-"):
-        data = _yaml(stripped, where)
+            data = parse_yaml(stripped, where)  # flow YAML
+    elif _YAML_BLOCK.match(stripped):
+        data = parse_yaml(stripped, where)
     else:
         return _csv(stripped, where)
     if isinstance(data, dict):
@@ -72,21 +89,28 @@ def _parse(text: str, where: str) -> Any:
     return data
 
 
-def _yaml(text: str, where: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise SpecError(f"{where}: not JSON, YAML or CSV ({err.__class__.__name__})") from None
+def _json_int(digits: str, where: str) -> int:
+    from specsim.specs.io import MAX_INT_DIGITS
+
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise SpecError(f"{where}: an integer of {len(digits.lstrip('-')):,} digits; ranks "
+                        "are probabilities in [0, 1]")
+    return int(digits)
 
 
 def _csv(text: str, where: str) -> list[float]:
-    tokens = [t for t in re.split(r"[,\s;]+", text) if t]
-    if tokens and not _is_number(tokens[0]):
-        tokens = tokens[1:]  # header
+    first, newline, rest = text.partition("\n")
+    head = [t for t in re.split(r"[,\s;]+", first) if t]
+    if newline and rest.strip() and not all(_is_number(t) for t in head):
+        head = []  # a header line of column names
+    elif head and not _is_number(head[0]):
+        head = head[1:]  # one line led by its name
+    tokens = head + [t for t in re.split(r"[,\s;]+", rest) if t]
     values = []
     for j, token in enumerate(tokens):
         if not _is_number(token):
-            raise SpecError(f"{where}: entry {j} = {token!r} is not a number")
+            shown = token if len(token) <= 40 else token[:37] + "..."
+            raise SpecError(f"{where}: entry {j} = {shown!r} is not a number")
         values.append(float(token))
     return values
 
