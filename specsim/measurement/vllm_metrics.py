@@ -20,16 +20,22 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
-from specsim.specs.io import MAX_NUMBER, read_text
+from specsim.specs.defaults import MAX_TREE_NODES
+from specsim.specs.io import MAX_NUMBER, decode_text, read_text
 from specsim.speculation.acceptance import AcceptanceProfile
+
+if TYPE_CHECKING:
+    import http.client
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -134,9 +140,51 @@ def _check_non_increasing(per_position: FloatArray, num_drafts: float, source: s
         )
 
 
-# Prometheus text exposition: name{labels} value [timestamp]
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?\s*$")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# Prometheus text exposition: name{labels} value [timestamp]. Read by position, not by one
+# backtracking pattern, so a line costs time linear in its length (a pattern with `.*` and a
+# quoted-value alternation was quadratic on a long label block).
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+_LABEL_NAME = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*\"")
+_LABEL_VALUE = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"')  # the rest of a quoted value
+# Highest draft position a counter may report (vLLM's label is the position - 1): the most
+# draft tokens specsim models per round.
+MAX_POSITIONS = MAX_TREE_NODES
+
+
+def _sample_line(line: str) -> tuple[str, dict[str, str], str] | None:
+    """(name, labels, value) of one sample line, or None if it is not one."""
+    match = _NAME.match(line)
+    if match is None:
+        return None
+    name, pos = match.group(), match.end()
+    labels: dict[str, str] = {}
+    if line.startswith("{", pos):
+        pos += 1
+        while True:
+            while line.startswith((" ", "\t"), pos):
+                pos += 1
+            if line.startswith("}", pos):
+                pos += 1
+                break
+            key = _LABEL_NAME.match(line, pos)
+            if key is None:
+                return None
+            value = _LABEL_VALUE.match(line, key.end())
+            if value is None:
+                return None
+            labels[key.group(1)] = line[key.end():value.end() - 1]
+            pos = value.end()
+            while line.startswith((" ", "\t"), pos):
+                pos += 1
+            if line.startswith(",", pos):
+                pos += 1
+            elif not line.startswith("}", pos):
+                return None
+    rest = line[pos:]
+    fields = rest.split()
+    if not rest[:1].isspace() or not 1 <= len(fields) <= 2:
+        return None
+    return name, labels, fields[0]
 
 
 def _prometheus_samples(text: str, source: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -147,17 +195,29 @@ def _prometheus_samples(text: str, source: str) -> dict[str, list[tuple[dict[str
         line = line.strip()
         if not line or line.startswith("#") or not line.startswith("vllm:spec_decode"):
             continue
-        match = _SAMPLE.match(line)
-        if match is None:
+        sample = _sample_line(line)
+        if sample is None:
             raise SpecError(f"{source}:{number}: cannot parse metrics line {line[:80]!r}")
-        name, labels, value = match.groups()
+        name, labels, value = sample
         if name in wanted or (name.endswith("_total") and name[: -len("_total")] in wanted):
             try:
                 number_value = float(value)
             except ValueError:
                 raise SpecError(f"{source}:{number}: {name} has a non-numeric value") from None
-            by_name[name].append((dict(_LABEL.findall(labels or "")), number_value))
+            by_name[name].append((labels, number_value))
     return by_name
+
+
+def _position(labels: dict[str, str], source: str) -> int:
+    """The `position` label of a per-position sample: an integer in 0..MAX_POSITIONS - 1."""
+    if "position" not in labels:
+        raise SpecError(f"{source}: {ACCEPTED_PER_POSITION} sample without a position label")
+    text = labels["position"]
+    if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) >= MAX_POSITIONS:
+        shown = text if len(text) <= 20 else text[:17] + "..."
+        raise SpecError(f"{source}: {ACCEPTED_PER_POSITION} label position={shown!r} must be "
+                        f"an integer in 0..{MAX_POSITIONS - 1} (draft positions - 1)")
+    return int(text)
 
 
 def _counter(samples: dict[str, list[tuple[dict[str, str], float]]], name: str,
@@ -190,13 +250,13 @@ def parse_prometheus_metrics(text: str, source: str = "metrics") -> SpecDecodeCo
     }
     per_position: dict[int, float] = defaultdict(float)
     for labels, value in _counter(samples, ACCEPTED_PER_POSITION, source):
-        if not labels.get("position", "").isdigit():
-            raise SpecError(f"{source}: {ACCEPTED_PER_POSITION} sample without a position label")
-        per_position[int(labels["position"])] += value
+        per_position[_position(labels, source)] += value
     gamma = max(per_position) + 1
     missing = sorted(set(range(gamma)) - set(per_position))
     if missing:
-        raise SpecError(f"{source}: {ACCEPTED_PER_POSITION} lacks positions {missing}")
+        listed = ", ".join(map(str, missing[:8]))
+        more = f", ...] ({len(missing):,} of 0..{gamma - 1})" if len(missing) > 8 else "]"
+        raise SpecError(f"{source}: {ACCEPTED_PER_POSITION} lacks positions [{listed}{more}")
     accepted = [per_position[i] for i in range(gamma)]
     if totals[DRAFT_TOKENS] < totals[DRAFTS] * (1 - COUNT_TOLERANCE):
         raise SpecError(f"{source}: {totals[DRAFT_TOKENS]:g} draft tokens are fewer than "
@@ -257,7 +317,11 @@ def parse_log_line(line: str, source: str = "log") -> SpecDecodeCounts | None:
     accepted, drafted = float(fields["accepted"]), float(fields["drafted"])
     if drafted == 0:
         return None
-    rates = np.array([float(r) for r in fields["rates"].split(",")])
+    listed = fields["rates"].split(",")
+    if len(listed) > MAX_POSITIONS:
+        raise SpecError(f"{source}: {len(listed):,} per-position acceptance rates; at most "
+                        f"{MAX_POSITIONS} draft positions")
+    rates = np.array([float(r) for r in listed])
     if np.any(rates > 1.0):
         raise SpecError(f"{source}: per-position acceptance rates must be <= 1, got {rates}")
     _check_logged_summaries(fields, rates, accepted / drafted, source)
@@ -329,47 +393,155 @@ def parse_vllm_log(text: str, source: str = "log") -> SpecDecodeCounts:
 
 # ----------------------------------------------------------------------------- reading (I/O)
 
-FETCH_TIMEOUT_S = 10.0
-MAX_PAGE_BYTES = 64 * 1024 * 1024  # a /metrics page is kilobytes; refuse anything absurd
+FETCH_TIMEOUT_S = 10.0  # one network operation: connecting, or one read
+FETCH_DEADLINE_S = 30.0  # the whole fetch, redirects included
+# A /metrics page is kilobytes and a vLLM log a few MB; refuse anything absurd, unread.
+MAX_PAGE_BYTES = 16 * 2**20
+MAX_REDIRECTS = 5
+_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 def is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
+    """An http:// or https:// address (the scheme in any case, as URLs allow)."""
+    return source[:8].lower().startswith(("http://", "https://"))
 
 
-def fetch_metrics(url: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> str:
-    """The text of a live vLLM /metrics endpoint (GET, `timeout_s` seconds at most per
-    network operation); connection failures and HTTP errors are one line naming the URL."""
-    import http.client
-    import urllib.error
+def _shown(url: str) -> str:
+    return url if len(url) <= 80 else url[:77] + "..."
+
+
+def fetch_metrics(url: str, *, timeout_s: float = FETCH_TIMEOUT_S,
+                  deadline_s: float = FETCH_DEADLINE_S, limit: int = MAX_PAGE_BYTES) -> str:
+    """The text of a live vLLM /metrics endpoint (GET).
+
+    Each network operation waits at most `timeout_s` seconds and the whole fetch, redirects
+    included, at most `deadline_s` (a server that trickles bytes is cut off then); only http
+    and https are read, on every redirect; the body is refused past `limit` bytes, or when it
+    is shorter than its Content-Length. Every problem is one SpecError line naming the URL.
+    """
     import urllib.parse
-    import urllib.request
 
-    shown = url if len(url) <= 80 else url[:77] + "..."
+    shown = _shown(url)
+    deadline = time.monotonic() + deadline_s
+    current = url
+    for hop in range(MAX_REDIRECTS + 1):
+        location, body = _get(current, shown, hop=hop, timeout_s=timeout_s, deadline=deadline,
+                              deadline_s=deadline_s, limit=limit)
+        if location is None:
+            return decode_text(body, shown)
+        current = urllib.parse.urljoin(current, location)
+    raise SpecError(f"{shown}: more than {MAX_REDIRECTS} redirects")
+
+
+def _get(url: str, shown: str, *, hop: int, timeout_s: float, deadline: float,
+         deadline_s: float, limit: int) -> tuple[str | None, bytes]:
+    """(redirect location, b"") or (None, body) of one GET; SpecError on any problem."""
+    import http.client
+    import socket
+    import threading
+    import urllib.parse
+
+    where = shown if hop == 0 else f"{shown} (redirected to {_shown(url)})"
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
     except ValueError as err:
-        raise SpecError(f"{shown}: not a valid URL ({err})") from None
+        raise SpecError(f"{where}: not a valid URL ({err})") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise SpecError(f"{where}: only http:// and https:// addresses are read, not "
+                        f"{parts.scheme or 'a relative path'!r}")
     if not parts.hostname or (port is not None and port == 0):
-        raise SpecError(f"{shown}: not a valid URL (need http://host:port/metrics)")
-    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+        raise SpecError(f"{where}: not a valid URL (need http://host:port/metrics)")
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise SpecError(f"{where}: no complete answer within {deadline_s:g} s")
+    kind = http.client.HTTPSConnection if parts.scheme.lower() == "https" \
+        else http.client.HTTPConnection
+    conn = kind(parts.hostname, port, timeout=min(timeout_s, remaining))
+    expired = threading.Event()
+    sockets: list[socket.socket] = []  # the connection's; http.client lets go of it early
+
+    def cut_off() -> None:  # the deadline: end whatever read is blocked on the socket
+        expired.set()
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(remaining, cut_off)
+    timer.daemon = True
+    timer.start()
+    response: http.client.HTTPResponse | None = None
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
-            body: bytes = response.read(MAX_PAGE_BYTES + 1)
-    except urllib.error.HTTPError as err:
-        raise SpecError(f"{shown}: HTTP {err.code} {err.reason}") from None
-    except urllib.error.URLError as err:
-        raise SpecError(f"{shown}: cannot connect ({err.reason})") from None
-    except TimeoutError:
-        raise SpecError(f"{shown}: no answer within {timeout_s:g} s") from None
-    except OSError as err:
-        raise SpecError(f"{shown}: cannot read ({err})") from None
-    except (http.client.HTTPException, ValueError) as err:
-        raise SpecError(f"{shown}: cannot read ({type(err).__name__}: {err})") from None
-    if len(body) > MAX_PAGE_BYTES:
-        raise SpecError(f"{shown}: page larger than {MAX_PAGE_BYTES} bytes; not a /metrics page")
-    return body.decode("utf-8", errors="replace")
+        try:
+            conn.connect()
+        except TimeoutError:
+            raise SpecError(f"{where}: cannot connect (no answer within "
+                            f"{min(timeout_s, remaining):g} s)") from None
+        except OSError as err:
+            if expired.is_set():
+                raise SpecError(f"{where}: no complete answer within {deadline_s:g} s") \
+                    from None
+            raise SpecError(f"{where}: cannot connect ({err.strerror or err})") from None
+        sockets.append(conn.sock)
+        if expired.is_set():
+            raise SpecError(f"{where}: no complete answer within {deadline_s:g} s")
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            conn.request("GET", target, headers={"Accept": "text/plain"})
+            response = conn.getresponse()
+            if response.status in _REDIRECTS:
+                location = response.getheader("Location")
+                if not location:
+                    raise SpecError(f"{where}: HTTP {response.status} redirect without a "
+                                    "Location")
+                return location, b""
+            if not 200 <= response.status < 300:
+                raise SpecError(f"{where}: HTTP {response.status} {response.reason}")
+            body = _body(response, where, limit)
+        except TimeoutError:
+            raise SpecError(f"{where}: no answer within {timeout_s:g} s") from None
+        except (OSError, http.client.HTTPException, ValueError) as err:
+            if expired.is_set():
+                raise SpecError(f"{where}: no complete answer within {deadline_s:g} s") \
+                    from None
+            if isinstance(err, http.client.IncompleteRead):
+                raise SpecError(f"{where}: the answer ended early (after "
+                                f"{len(err.partial):,} bytes of a chunk)") from None
+            text = str(err) if len(str(err)) <= 80 else str(err)[:77] + "..."
+            raise SpecError(f"{where}: cannot read ({type(err).__name__}: {text})") from None
+        if expired.is_set():  # the cut-off ended the body as an end of file would
+            raise SpecError(f"{where}: no complete answer within {deadline_s:g} s")
+        declared = response.getheader("Content-Length", "")
+        if declared.strip().isdigit() and len(body) != int(declared):
+            raise SpecError(f"{where}: the answer ended after {len(body):,} of its "
+                            f"{int(declared):,} bytes (Content-Length); try again")
+        return None, body
+    finally:
+        timer.cancel()
+        if response is not None:
+            response.close()  # the socket stays open while its response holds it
+        conn.close()
+
+
+def _body(response: http.client.HTTPResponse, where: str, limit: int) -> bytes:
+    """The body of a response, refused past `limit` bytes (by its Content-Length where it
+    gives one, before reading)."""
+    declared = response.getheader("Content-Length", "")
+    if declared.strip().isdigit() and int(declared) > limit:
+        raise SpecError(f"{where}: page of {int(declared):,} bytes, larger than {limit:,}; not "
+                        "a /metrics page")
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = response.read1(65536)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise SpecError(f"{where}: page larger than {limit:,} bytes; not a /metrics page")
+        chunks.append(chunk)
 
 
 def metrics_name(source: str) -> str:
@@ -379,22 +551,25 @@ def metrics_name(source: str) -> str:
     return "vllm-metrics" if is_url(source) else Path(source).stem
 
 
-def read_metrics(source: str, *, timeout_s: float = FETCH_TIMEOUT_S) -> tuple[str, str]:
-    """(text, default name) of a saved /metrics page or vLLM log, or of a live endpoint URL."""
+def read_metrics(source: str, *, timeout_s: float = FETCH_TIMEOUT_S,
+                 deadline_s: float = FETCH_DEADLINE_S) -> tuple[str, str]:
+    """(text, default name) of a saved /metrics page or vLLM log, or of a live endpoint URL
+    (see `fetch_metrics` for the time limits); either is refused past MAX_PAGE_BYTES."""
     if is_url(source):
-        return fetch_metrics(source, timeout_s=timeout_s), "vllm-metrics"
+        return fetch_metrics(source, timeout_s=timeout_s, deadline_s=deadline_s), \
+            "vllm-metrics"
     scheme, sep, _ = source.partition("://")
     if sep and scheme.isalpha():
         raise SpecError(f"{source[:80]}: unsupported URL scheme '{scheme}' (use http:// or "
                         "https://, or give a file path)")
 
     path = Path(source)
-    return read_text(path, what="vLLM metrics page or log"), path.stem
+    return read_text(path, what="vLLM metrics page or log", limit=MAX_PAGE_BYTES), path.stem
 
 
-def read_counts(source: str) -> SpecDecodeCounts:
+def read_counts(source: str, *, deadline_s: float = FETCH_DEADLINE_S) -> SpecDecodeCounts:
     """The counters of a saved /metrics page, a vLLM log file (told apart by content), or a live
     endpoint URL."""
-    text, _ = read_metrics(source)
+    text, _ = read_metrics(source, deadline_s=deadline_s)
     parse = parse_prometheus_metrics if "spec_decode_num_drafts" in text else parse_vllm_log
     return parse(text, source)
