@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.specs.io import show
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -69,17 +70,71 @@ class ProbArrays:
         return int(array.shape[0]), int(array.shape[1])
 
 
+# What one .npz may inflate to, all arrays together; checked from the zip directory and each
+# array's .npy header before anything is decompressed (a few MB of zeros can inflate to GiB).
+# Full distributions over a 150k vocabulary fit ~1,700 rows at float32; top-k files are far
+# smaller.
+MAX_NPZ_BYTES = 2**30
+MAX_NPZ_ARRAYS = 64
+
+
+def _npz_sizes(path: Path, limit: int) -> None:
+    """Refuse an .npz whose arrays would inflate past `limit` bytes, or whose .npy headers
+    disagree with the sizes the zip directory records, reading only the headers."""
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+        if len(members) > MAX_NPZ_ARRAYS:
+            raise SpecError(f"{path}: {len(members):,} arrays; an .npz here holds at most "
+                            f"{MAX_NPZ_ARRAYS}")
+        total = sum(member.file_size for member in members)
+        if total > limit:
+            raise SpecError(f"{path}: arrays inflate to {_mib(total)}, more than "
+                            f"{_mib(limit)}; give top-k arrays or fewer rollouts")
+        for member in members:
+            name = member.filename.removesuffix(".npy")
+            with archive.open(member) as handle:
+                try:
+                    version = np.lib.format.read_magic(handle)
+                    shape, _, dtype = (np.lib.format.read_array_header_1_0(handle)
+                                       if version == (1, 0) else
+                                       np.lib.format.read_array_header_2_0(handle))
+                except ValueError as err:
+                    raise SpecError(f"{path}: array '{show(name, 40)[1:-1]}' is not a .npy array "
+                                    f"({str(err)[:80]})") from None
+                header = handle.tell() if hasattr(handle, "tell") else 0
+            count = 1
+            for extent in shape:
+                count *= int(extent)
+            size = count * dtype.itemsize
+            if size > limit or size + header > member.file_size:
+                raise SpecError(f"{path}: array '{show(name, 40)[1:-1]}' of shape "
+                                f"{show(shape, 40)} ({dtype}) needs {_mib(size)} but the file "
+                                f"holds {_mib(member.file_size)}")
+
+
+def _mib(size: int) -> str:
+    return f"{size:,} bytes" if size < 2**20 else f"{size / 2**20:,.0f} MiB"
+
+
 def _read_npz(path: Path) -> dict[str, npt.NDArray[np.generic]]:
-    """All arrays of an `.npz` file; anything else is an unknown format."""
+    """All arrays of an `.npz` file; anything else is an unknown format. The sizes are
+    checked before any array is read (see `_npz_sizes`)."""
     if path.suffix != ".npz":
         raise SpecError(f"{path}: unknown format (expected a numpy .npz file)")
     try:
+        if path.is_dir():
+            raise SpecError(f"{path}: is a folder, not a numpy .npz file")
+        _npz_sizes(path, MAX_NPZ_BYTES)
         with np.load(path, allow_pickle=False) as data:
             return {name: np.asarray(data[name]) for name in data.files}
+    except SpecError:
+        raise
     except FileNotFoundError:
         raise SpecError(f"{path}: cannot read (no such file)") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
-        raise SpecError(f"{path}: unknown format (not a readable .npz: {err})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile,
+            NotImplementedError) as err:  # a compression method zipfile lacks
+        text = str(err) if len(str(err)) <= 80 else str(err)[:77] + "..."
+        raise SpecError(f"{path}: unknown format (not a readable .npz: {text})") from None
 
 
 def _first_bad(mask: npt.NDArray[np.bool_]) -> tuple[int, ...]:

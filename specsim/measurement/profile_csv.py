@@ -146,7 +146,7 @@ def _split_lines(text: str, source: str
             body.append((number, line))
     if not body:
         raise SpecError(f"{source}: empty profile: no CSV header and no data rows")
-    parsed = [(number, next(csv.reader([line]))) for number, line in body]
+    parsed = [(number, _fields(line, number, source)) for number, line in body]
     header = [name.strip() for name in parsed[0][1]]
     if len(parsed) == 1:
         raise SpecError(f"{source}: truncated profile: CSV header but no data rows")
@@ -155,6 +155,15 @@ def _split_lines(text: str, source: str
             raise SpecError(f"{source}: line {number}: {len(fields)} fields, the header has "
                             f"{len(header)} (truncated or ragged row?)")
     return metadata, header, parsed[1:]
+
+
+def _fields(line: str, number: int, source: str) -> list[str]:
+    """The fields of one CSV line; the csv module's refusals (a field over its 128 KiB limit)
+    are one SpecError naming the line."""
+    try:
+        return next(csv.reader([line]))
+    except csv.Error as err:
+        raise SpecError(f"{source}: line {number}: not a CSV row ({str(err)[:80]})") from None
 
 
 def _check_header(header: Sequence[str], source: str) -> None:

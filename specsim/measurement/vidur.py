@@ -13,12 +13,17 @@ maxes, and ``n_measurements`` counts the merged rows.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
+from specsim.specs.io import MAX_FILE_BYTES, read_text
+
+# A Vidur table is a few MB (its largest, an mlp.csv, about 2 MB).
+MAX_CSV_BYTES = MAX_FILE_BYTES
 
 # The four weight GEMMs of one transformer layer, in Vidur's op names.
 GEMM_OPS: tuple[str, ...] = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -74,11 +79,15 @@ _ATTENTION_KEYS: tuple[str, ...] = (
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    """Read one CSV; an unreadable or empty file is a SpecError naming it."""
+    """Read one CSV; an unreadable, oversized, non-UTF-8 or empty file is a SpecError naming
+    it (the text is read and decoded by `read_text`, then parsed from memory)."""
+    text = read_text(path, what="Vidur CSV table", limit=MAX_CSV_BYTES)
     try:
-        frame = pd.read_csv(path)
-    except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-        raise SpecError(f"{path}: cannot read CSV ({exc})") from exc
+        frame = pd.read_csv(io.StringIO(text))
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, ValueError) as exc:
+        problem = str(exc).strip().replace("\n", " ")
+        problem = problem if len(problem) <= 80 else problem[:77] + "..."
+        raise SpecError(f"{path}: cannot read CSV ({problem})") from None
     if frame.empty:
         raise SpecError(f"{path}: file has no data rows")
     return frame
