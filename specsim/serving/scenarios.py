@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsim.errors import SpecError
+from specsim.specs.defaults import MAX_CONTEXT_TOKENS
 from specsim.specs.drafters import Drafter
 from specsim.specs.io import Fields, read_spec_file, resolve_path
 from specsim.specs.names import read_display_name
-from specsim.specs.workloads import acceptance_profile, family_profiles
+from specsim.specs.workloads import acceptance_profile, family_profiles, workload_context
 from specsim.speculation.acceptance import AcceptanceProfile
 
 # z of the standard normal at the 90th percentile: p90 = median exp(Z90 sigma).
@@ -111,13 +112,13 @@ def _lengths(f: Fields, key: str, where: str) -> LengthDistribution | None:
     block = f.sub(key, required=False)
     if block is None:
         return None
-    median = block.number("median", positive=True)
-    p90 = block.number("p90", median, positive=True)
-    try:
-        return LengthDistribution(median=median, p90=p90,
-                                  source=f"{where}: {block.string('source')}")
-    except SpecError as err:
-        raise block.error("", str(err).split(": ", 1)[-1]) from None
+    median = block.number("median", minimum=1.0, maximum=MAX_CONTEXT_TOKENS)
+    p90 = block.number("p90", median, minimum=1.0, maximum=MAX_CONTEXT_TOKENS)
+    if p90 < median:
+        raise block.error("p90", f"= {p90:g} is below the median {median:g} (need "
+                          "median <= p90)")
+    return LengthDistribution(median=median, p90=p90,
+                              source=f"{where}: {block.string('source')}")
 
 
 def load_scenario(name: str) -> Scenario:
@@ -125,7 +126,7 @@ def load_scenario(name: str) -> Scenario:
     path = resolve_path("scenarios", name)
     spec = read_spec_file(path)
     f = Fields(spec.data, spec.path)
-    context = f.number("context", 0.0, minimum=0.0)
+    context = workload_context(f)
     block = f.sub("acceptance")
     assert block is not None
     default = acceptance_profile(block, spec.path)

@@ -58,6 +58,12 @@ def _numbers(f: Fields, key: str) -> list[float]:
     return numbers
 
 
+def workload_context(f: Fields) -> float:
+    """A workload's `context` (cached tokens per request; 0 when absent), at most
+    MAX_CONTEXT_TOKENS like --context: every loader of a workload file reads it here."""
+    return f.number("context", 0.0, minimum=0.0, maximum=MAX_CONTEXT_TOKENS)
+
+
 def family_profiles(f: Fields, where: str) -> dict[str, AcceptanceProfile]:
     """The optional `acceptance_by_family` block: one acceptance block per drafter family."""
     families: dict[str, AcceptanceProfile] = {}
@@ -95,8 +101,7 @@ def load_workload(name: str) -> Workload:
     block = f.sub("acceptance")
     assert block is not None
     workload = Workload(slug=path.stem, name=read_display_name(f),
-                        context=f.number("context", 0.0, minimum=0.0,
-                                         maximum=MAX_CONTEXT_TOKENS),
+                        context=workload_context(f),
                         acceptance=acceptance_profile(block, spec.path),
                         by_family=family_profiles(f, spec.path), path=spec.path)
     f.value("from_probs")  # the record `acceptance from-probs` keeps of its run (not read)
