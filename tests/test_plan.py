@@ -363,3 +363,24 @@ def test_a_dense_plan_has_no_routing_assumption(small_report: tuple[object, Path
     _, out = small_report
     rows = {r["assumption"] for r in csv.DictReader((out / "assumptions.csv").open())}
     assert "MoE routing" not in rows and "engine" in rows
+
+
+def test_bad_drafter_is_refused_before_any_progress_line(tmp_path: Path) -> None:
+    said: list[str] = []
+    with pytest.raises(SpecError, match="no-such-drafter"):
+        make_plan(hardware="h100-sxm", model="llama-3.1-8b", drafters=["no-such-drafter"],
+                  engine="roofline", workload="chat", tps=(1,), progress=said.append)
+    assert said == []  # the error is the only line the user sees
+
+
+def test_tp_degrees_a_drafter_cannot_split_are_left_out_with_a_note() -> None:
+    # llama-68m has 12 attention heads (its config.json): 4 divides 12, 8 does not.
+    plan = make_plan(hardware="h100-sxm", model="llama-2-7b",
+                     drafters=["llama-68m-for-llama-2-7b"], engine="roofline", workload="chat",
+                     tps=(4, 8))
+    drafted = next(d for d in plan.drafters if d.name == "llama-68m-for-llama-2-7b")
+    assert [t.tp for t in drafted.tables] == [4]
+    plain = next(d for d in plan.drafters if d.name == "none")
+    assert [t.tp for t in plain.tables] == [4, 8]  # Llama-2-7B's 32 heads split over both
+    assert any("TP 8 left out for llama-68m" in n and "12 attention heads" in n
+               for n in plan.notes)

@@ -138,14 +138,21 @@ class _Builder:
             flops=z if flops is None else flops, gemm_m=z, kernel=kernel))
 
 
-def _check_tp(model: Model, tp: int) -> None:
+def tp_problem(model: Model, tp: int) -> str | None:
+    """Why `model` cannot be split over `tp` GPUs as vLLM and SGLang split it, or None."""
     h, kvh = model.num_attention_heads, model.num_kv_heads
     if tp < 1 or h % tp:
-        raise SpecError(f"tensor parallel degree {tp} must divide the {h} attention heads "
-                        f"of {model.name}")
+        return f"tensor parallel degree {tp} must divide the {h} attention heads of {model.name}"
     if kvh % tp and tp % kvh:
-        raise SpecError(f"tensor parallel degree {tp} and the {kvh} KV heads of {model.name} "
-                        "must divide one another")
+        return (f"tensor parallel degree {tp} and the {kvh} KV heads of {model.name} "
+                "must divide one another")
+    return None
+
+
+def _check_tp(model: Model, tp: int) -> None:
+    problem = tp_problem(model, tp)
+    if problem is not None:
+        raise SpecError(problem)
 
 
 def pass_work(model: Model, shape: PassShape, *, tp: int = 1,

@@ -19,6 +19,7 @@ import numpy as np
 
 from specsim.errors import SpecError
 from specsim.forward.memory import serving_memory
+from specsim.forward.ops import tp_problem
 from specsim.serving.capacity import (
     BATCH_GRID,
     TP_DEGREES,
@@ -180,9 +181,8 @@ def _bound(setup: Setup, profile: AcceptanceProfile) -> SpeedupTable | None:
     return speedup_sweep(setup, profile, RECOMMEND_BATCH, nodes, shape="tree")
 
 
-def _drafter_plan(base: Setup, scenario: Scenario, name: str, tps: tuple[int, ...],
-                  progress: Progress) -> DrafterPlan:
-    drafter = load_drafter(name, target=base.target)
+def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
+                  tps: tuple[int, ...], progress: Progress) -> DrafterPlan:
     profile = scenario.profile_for(drafter)
     setup = dataclasses.replace(base, drafter=drafter, context=scenario.decode_context_tokens)
     cands = engine_candidates(setup, profile)
@@ -234,10 +234,19 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     names = drafters if drafters is not None else default_drafters(target)
     notes = [] if names else [f"no built-in drafter is trained for {target.slug}; plain "
                               "decoding only (give --drafter to add one)"]
+    # Everything that can be refused is read before the first progress line, so bad input
+    # ends in one line; TP degrees a model cannot be split over are left out with a note.
+    tps = _splittable(target, tps, notes)
+    loaded = [load_drafter(n, target=target) for n in names]
+    for d in loaded:
+        scenario.profile_for(d)
+    drafter_tps = [_splittable(d.model, tps, notes) if d.model is not None else tps
+                   for d in loaded]
     progress(f"plan: {target.name} on {hw.name}, workload {scenario.slug}, engine {engine}")
     plain = _plain_plan(base, scenario, tps)
     check_fits_somewhere(plain.tables, target.name, hw.name)
-    parts = [_drafter_plan(base, scenario, n, tps, progress) for n in names]
+    parts = [_drafter_plan(base, scenario, n, d, t, progress)
+             for n, d, t in zip(names, loaded, drafter_tps, strict=True)]
     # The drafter the single-drafter sections (memory, policies) show: the one that serves a
     # user fastest; the others follow in the same order.
     parts.sort(key=lambda p: -_fastest_per_user(p.tables))
@@ -254,12 +263,28 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         policy_drafter = parts[0].name
         progress(f"  policies: load sweep with {policy_drafter}")
         fit_tp = next(t.tp for t in plain.tables if t.weights_fit)
+        if parts[0].tables and fit_tp not in {t.tp for t in parts[0].tables}:
+            # the drafter cannot be split over the target's TP: its own smallest that fits
+            fit_tp = next((t.tp for t in parts[0].tables if t.weights_fit),
+                          parts[0].tables[0].tp)
         setup = dataclasses.replace(base, drafter=parts[0].drafter, tp=fit_tp)
         policies = simulate_policies(setup, parts[0].profile, seed=policy_seed)
     return Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
                 target_tokens_per_s=target_tokens_per_s, best=best, best_plain=best_plain,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes)
+
+
+def _splittable(model: Model, tps: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
+    """The TP degrees `model` can be split over (a note for each left out; none: an error)."""
+    problems = {tp: tp_problem(model, tp) for tp in tps}
+    kept = tuple(tp for tp in tps if problems[tp] is None)
+    if not kept:
+        raise SpecError(f"{model.path or model.name}: cannot be split over any TP degree of "
+                        f"{', '.join(map(str, tps))}: {problems[tps[0]]}")
+    notes.extend(f"TP {tp} left out for {model.name}: {problems[tp]}" for tp in tps
+                 if problems[tp] is not None)
+    return kept
 
 
 def _fastest_per_user(tables: list[ServingTable]) -> float:
