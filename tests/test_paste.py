@@ -439,3 +439,21 @@ def test_a_drafter_file_name_cannot_start_a_line_of_the_command_block(tmp_path: 
     assert "has no published checkpoint" in text
     assert all(line.startswith("#") for line in text.splitlines()), text
     assert shell.paste(text) == []
+
+
+def test_recommend_json_carries_each_command_as_its_argument_vector() -> None:
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from specsim.cli import app
+
+    result = CliRunner().invoke(app, ["recommend", "--batch", "1,8", "--json"],
+                                standalone_mode=False)
+    assert result.exit_code == 0, result.output
+    commands = [c for c in json.loads(result.stdout)["commands"] if c["command"]]
+    assert commands
+    for c in commands:
+        # The vector is what the shell makes of the printed line, word for word.
+        assert c["argv"] == shlex.split(c["command"])

@@ -230,7 +230,9 @@ def recommend(
     if as_json:
         echo(to_json({"setup": header, "rows": rows, "bound_any_tree": bound,
                       "commands": [{"engine": c.engine, "version": c.version,
-                                    "command": c.command, "reason": c.reason,
+                                    "command": c.command,
+                                    "argv": list(c.argv) if c.argv else None,
+                                    "reason": c.reason,
                                     "batches": list(c.batches)} for c in commands],
                       "vllm_speculative_config": rec.vllm_config(setup.drafter),
                       "serving_batch": serving.batch if serving else None,
