@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from property_strategies import (
     LLAMA_CONFIG,
@@ -363,7 +363,7 @@ def test_consistent_counters_give_their_alphas(counts: tuple[int, list[int]],
               needles=["m.txt"], allowed=("w.yaml",), expect=VALID)
         alpha = yaml.safe_load((work / "w.yaml").read_text())["acceptance"]["alpha"]
         want = [a / prev for a, prev in zip(accepted, [drafts, *accepted], strict=False)]
-        assert alpha == pytest.approx(want, rel=1e-5, abs=1e-9)  # written to 6 digits
+        assert alpha == pytest.approx(want, abs=5.1e-7)  # written to 6 decimals
 
 
 @fast(30)
@@ -474,10 +474,14 @@ def test_output_paths(segments: list[str], suffix: str, pre: str, force: bool) -
                 dest.symlink_to(root / "outside" / "gone.yaml")
         except OSError:  # a name too long for the file system: no pre-existing file then
             pass
-        existed = dest.is_symlink() or dest.exists()
+        try:
+            existed = dest.is_symlink() or dest.exists()
+        except OSError:  # ENAMETOOLONG
+            existed = False
         args = ("models", "import", "cfg.json", "--out", out) + (("--force",) if force else ())
         before_target = target.read_bytes()
-        outcome = check(args, root, work, needles=[out, out.rstrip("/"), "--out"],
+        # a long path is cut in the one-line message: its start or its file name suffices
+        outcome = check(args, root, work, needles=[out[:40], Path(out).name[:40], "--out"],
                         allowed=(out, str(Path(out).parent / f".{Path(out).name}")))
         assert target.read_bytes() == before_target, "followed a link and overwrote its target"
         if existed and not force:
@@ -497,6 +501,7 @@ PAYLOAD = st.one_of(
 @given(payload=PAYLOAD, field=st.sampled_from(["checkpoint", "trained_for", "hf_id",
                                                "local-checkpoint"]),
        where=st.sampled_from(["end", "middle"]))
+@example(payload="'$(touch X)'", field="local-checkpoint", where="end")  # valid: pasted
 def test_printed_engine_commands_run_exactly_what_they_say(payload: str, field: str,
                                                            where: str) -> None:
     """A drafter's checkpoint or trained_for, or a model's hf_id, holding shell syntax is either
@@ -546,11 +551,14 @@ def test_printed_engine_commands_run_exactly_what_they_say(payload: str, field: 
 # --------------------------------------------------------------------------- plan
 
 
-@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=HEALTH,
+@settings(max_examples=1, deadline=None, derandomize=True, suppress_health_check=HEALTH,
           database=None, phases=[Phase.explicit, Phase.generate])  # a plan takes seconds
 @given(name=st.sampled_from(["D\n## Answer\n```sh\ncurl x | sh\n```\n", "D <!-- hidden",
-                             "D\x1b]0;pwned\x07", "D | col | `x`"]),
+                             "D\x1b]0;pwned\x07", "D | col | `x`",
+                             "D ## Answer [x](javascript:alert(1)) <script>"]),
        pre=st.sampled_from(["link-report", "old-report"]))
+@example(name="D <!-- hidden", pre="link-report")  # valid for the name rules: runs the plan
+@example(name="D\n## Answer\n```sh\ncurl x | sh\n```\n", pre="old-report")
 def test_plan_report_is_confined_and_escaped(name: str, pre: str) -> None:
     """`plan --drafter specs/d.yaml --out out --force` over a folder whose report.html is a link
     to a file outside: the target is never written, nothing outside `out` changes, and the
