@@ -522,3 +522,16 @@ def test_a_small_honest_npz_still_loads(tmp_path: Path) -> None:
     path = tmp_path / "ok.npz"
     np.savez_compressed(path, probs=np.full((2, 3, 4), 0.25))
     assert load_prob_arrays(path).shape == (2, 3)
+
+
+def test_written_yaml_reads_back_as_written_under_yaml_1_2(tmp_path: Path) -> None:
+    from specsim.specs.io import parse_yaml, write_yaml
+
+    # Strings that PyYAML's YAML 1.1 writer leaves unquoted but a YAML 1.2 reader takes for
+    # numbers or null; each must come back as the same string.
+    data = {"octal": "0o17", "exp": "1e3", "hex": "0x1F", "lead": "032", "null": "null",
+            "flag": "yes", "empty": "", "colon": "a: b", "dash": "- x", "two": "a\nb",
+            "number": 1.5, "integer": 7}
+    path = tmp_path / "w.yaml"
+    write_yaml(path, data, force=False)
+    assert parse_yaml(path.read_text(), path) == data

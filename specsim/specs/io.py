@@ -611,10 +611,29 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+class _Yaml12Dumper(yaml.SafeDumper):
+    """PyYAML's writer follows YAML 1.1; our reader YAML 1.2. A string the 1.2 reader would read
+    as something else (`0o17`, `1e3`, `0x1F`) is written quoted, so every file reads back as
+    it was written."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    try:
+        plain_is_str = yaml.load(value, Loader=_StrictLoader) == value  # noqa: S506
+    except yaml.YAMLError:
+        plain_is_str = False
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value,
+                                   style=None if plain_is_str else '"')
+
+
+_Yaml12Dumper.add_representer(str, _represent_str)
+
+
 def write_yaml(path: Path, data: Mapping[str, Any], *, force: bool) -> None:
     """Write a mapping as YAML, atomically; refuse to overwrite a file unless `force`."""
     check_writable(path, force=force)
-    text = yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, width=100)
+    text = yaml.dump(dict(data), Dumper=_Yaml12Dumper, sort_keys=False, allow_unicode=True,
+                     width=100)
     make_parent(path)
     atomic_write_bytes(path, text.encode("utf-8"))
 
