@@ -34,6 +34,7 @@ import numpy.typing as npt
 from specsim.errors import SpecError
 from specsim.measurement.prob_arrays import ProbArrays
 from specsim.speculation.acceptance import AcceptanceProfile, rank_acceptance_geometric
+from specsim.speculation.distances import overlap
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -45,12 +46,6 @@ GEOMETRIC_RANKS = 64
 # are done this many at a time.
 MAX_PAIRWISE = 4096
 PAIRWISE_CHUNK = 8_000_000
-
-
-def overlap_full(p: FloatArray, q: FloatArray) -> FloatArray:
-    """sum_x min(p(x), q(x)) over the last axis of full distributions, shape (...)."""
-    # Leviathan et al. 2023: alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)
-    return np.asarray(np.minimum(p, q).sum(axis=-1), dtype=np.float64)
 
 
 def match_topk(p_ids: IntArray, q_ids: IntArray) -> IntArray:
@@ -102,8 +97,8 @@ def overlap_topk(match: IntArray, p_w: FloatArray, q_w: FloatArray) -> FloatArra
         q_w: drafter (weighted) probabilities, shape (..., k_q).
     """
     partner = np.take_along_axis(q_w, np.maximum(match, 0), axis=-1)
-    both = np.where(match >= 0, np.minimum(p_w, partner), 0.0)
-    return np.asarray(both.sum(axis=-1), dtype=np.float64)
+    # An unmatched id contributes min(0, partner) = 0.
+    return overlap(np.where(match >= 0, p_w, 0.0), partner)
 
 
 def _match(target: ProbArrays, draft: ProbArrays) -> IntArray:
@@ -120,7 +115,7 @@ def position_acceptance(target: ProbArrays, draft: ProbArrays,
     """
     if not target.is_topk:
         assert target.probs is not None and draft.probs is not None
-        return overlap_full(target.probs, draft.probs)
+        return overlap(target.probs, draft.probs)
     assert target.topk_probs is not None and draft.topk_probs is not None
     slots = _match(target, draft) if match is None else match
     return overlap_topk(slots, target.topk_probs, draft.topk_probs).clip(0.0, 1.0)
@@ -177,7 +172,7 @@ def block_survival(target: ProbArrays, draft: ProbArrays,
     r_prev, m_prev = _prefix_weights(ratio)
     if not target.is_topk:
         assert target.probs is not None and draft.probs is not None
-        return overlap_full(m_prev[..., None] * target.probs, r_prev[..., None] * draft.probs)
+        return overlap(m_prev[..., None] * target.probs, r_prev[..., None] * draft.probs)
     assert target.topk_probs is not None and draft.topk_probs is not None
     slots = _match(target, draft) if match is None else match
     return overlap_topk(slots, m_prev[..., None] * target.topk_probs,

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.speculation.distances import overlap, total_variation
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -58,8 +59,8 @@ def toy_target(grid: FloatArray = TOY_GRID) -> FloatArray:
 
 
 def acceptance(p: FloatArray, q: FloatArray) -> FloatArray:
-    """alpha = sum min(p, q) over the last axis."""
-    return np.asarray(np.minimum(p, q).sum(axis=-1), dtype=np.float64)
+    """alpha = sum min(p, q) over the last axis (`specsim.speculation.distances.overlap`)."""
+    return overlap(p, q)
 
 
 def forward_kl(p: FloatArray, q: FloatArray) -> FloatArray:
@@ -71,11 +72,6 @@ def forward_kl(p: FloatArray, q: FloatArray) -> FloatArray:
 def reverse_kl(p: FloatArray, q: FloatArray) -> FloatArray:
     """KL(q || p), the mode-seeking direction."""
     return forward_kl(q, p)
-
-
-def total_variation(p: FloatArray, q: FloatArray) -> FloatArray:
-    """TV(p, q) = 1 - alpha."""
-    return 1.0 - acceptance(p, q)
 
 
 def lk_likelihood(p: FloatArray, q: FloatArray) -> FloatArray:

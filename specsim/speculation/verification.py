@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.speculation import distances
 from specsim.speculation.acceptance import tau_chain
 
 FloatArray = npt.NDArray[np.float64]
@@ -73,16 +74,19 @@ def _chain(
 
 
 def total_variation(p: npt.ArrayLike, q: npt.ArrayLike) -> FloatArray:
-    """Total variation distance TV(p, q) = 1/2 sum |p - q| over the last axis, shape (...)."""
-    p_, q_ = _distributions(p, "p"), _distributions(q, "q")
-    return np.asarray(0.5 * np.abs(p_ - q_).sum(axis=-1), dtype=np.float64)
+    """Total variation distance TV(p, q) = 1/2 sum |p - q| over the last axis, shape (...).
+
+    Validates p and q as distributions, then `specsim.speculation.distances.total_variation`.
+    """
+    return distances.total_variation(_distributions(p, "p"), _distributions(q, "q"))
 
 
 def tokenwise_acceptance(p: npt.ArrayLike, q: npt.ArrayLike) -> FloatArray:
-    """Acceptance rate of speculative sampling, sum min(p, q) = 1 - TV(p, q), shape (...)."""
-    p_, q_ = _distributions(p, "p"), _distributions(q, "q")
-    # Leviathan et al. 2023: alpha = E_{x~q} min(1, p(x)/q(x)) = sum_x min(p(x), q(x))
-    return np.asarray(np.minimum(p_, q_).sum(axis=-1), dtype=np.float64)
+    """Acceptance rate of speculative sampling, sum min(p, q) = 1 - TV(p, q), shape (...).
+
+    Validates p and q as distributions, then `specsim.speculation.distances.overlap`.
+    """
+    return distances.overlap(_distributions(p, "p"), _distributions(q, "q"))
 
 
 def tokenwise_expected_accepted(p_seq: npt.ArrayLike, q_seq: npt.ArrayLike) -> float:
@@ -97,7 +101,7 @@ def tokenwise_expected_accepted(p_seq: npt.ArrayLike, q_seq: npt.ArrayLike) -> f
     """
     p, q = _chain(p_seq, q_seq, bonus=False)
     gamma = q.shape[0]
-    alphas = np.minimum(p[:gamma], q).sum(axis=-1).clip(0.0, 1.0)
+    alphas = distances.overlap(p[:gamma], q).clip(0.0, 1.0)
     return float(tau_chain(alphas)) - 1.0
 
 
