@@ -29,7 +29,7 @@ from specsim.cli.common import (
     to_table,
 )
 from specsim.errors import SpecError
-from specsim.specs.defaults import MAX_TREE_NODES
+from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION, MAX_TREE_NODES
 
 
 @app.command()
@@ -99,7 +99,8 @@ def memory(
     tp: TpOpt = 1,
     ep: EpOpt = 1,
     memory_fraction: Annotated[float, typer.Option(
-        help="Share of HBM the engine may use (vLLM gpu_memory_utilization).")] = 0.9,
+        help="Share of HBM the engine may use (vLLM gpu_memory_utilization).")]
+    = DEFAULT_MEMORY_FRACTION,
     weight_dtype: WeightDtypeOpt = "",
     kv_dtype: KvDtypeOpt = "bf16",
     as_json: JsonOpt = False,

@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
 from specsim.forward.shapes import BoolArray, FloatArray
+from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION as DEFAULT_MEMORY_FRACTION
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
@@ -23,8 +24,8 @@ from specsim.specs.params import param_breakdown, total_params, weight_bytes
 if TYPE_CHECKING:
     from specsim.specs.drafters import Drafter
 
-# vLLM's default `gpu_memory_utilization`: the share of HBM the engine may take.
-DEFAULT_MEMORY_FRACTION = 0.9
+# DEFAULT_MEMORY_FRACTION (vLLM's default `gpu_memory_utilization`, the share of HBM the engine
+# may take) is defined in specsim.specs.defaults, which the command line reads without numpy.
 # Tokens of the largest pass the engine plans its activation workspace for (vLLM's
 # `max_num_batched_tokens` under chunked prefill is of this order; override per engine).
 DEFAULT_WORKSPACE_TOKENS = 8192

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecError
+from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, DEFAULT_WORKSPACE_TOKENS
 from specsim.forward.ops import ROUTING_LOCALITY
 from specsim.present.document import Block, Row, png_bytes, to_html, to_markdown, without_checkout
 from specsim.present.report_hardware import (
@@ -367,7 +368,8 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
                          "value": acceptance_text(d),
                          "source": without_checkout(d.profile.source)})
     rows += [
-        {"assumption": "memory", "value": "90% of HBM usable, 8,192-token workspace",
+        {"assumption": "memory", "value": f"{DEFAULT_MEMORY_FRACTION:.0%} of HBM usable, "
+         f"{DEFAULT_WORKSPACE_TOKENS:,}-token workspace",
          "source": "vLLM defaults (gpu_memory_utilization, max_num_batched_tokens)"},
         {"assumption": "chunked prefill", "value": "prompts ride in the round's pass",
          "source": "steady state: B tau / L_out prompts arrive per round"},

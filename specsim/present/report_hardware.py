@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from specsim.forward.cost import pass_cost
+from specsim.forward.memory import DEFAULT_MEMORY_FRACTION
 from specsim.forward.shapes import batch_mix_passes
 from specsim.present.document import Row, png_bytes
 from specsim.serving.plan import Plan, memory_by_context
@@ -134,7 +135,7 @@ def section_memory(plan: Plan, add: Callable[..., None]) -> None:
     who = plan.drafters[0].name
     add("p", f"Weights (the target's and {who}'s), workspace and caches per GPU (the "
         f"target's and {who}'s cache) against the context each request holds; the "
-        "largest batch that fits in 90% of HBM. At the "
+        f"largest batch that fits in {DEFAULT_MEMORY_FRACTION:.0%} of HBM. At the "
         f"scenario's mean decoding context ({plan.scenario.decode_context_tokens:,.0f} tokens) "
         "the serving model caps the batch at: "
         + ", ".join(f"TP {t.tp}: {t.max_concurrency:,}" for t in plan.drafters[0].tables)

@@ -10,6 +10,9 @@ DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_DRAFTER = "dflash-qwen3-8b"
 # Cached tokens per request when neither the caller nor a workload says (speedup, recommend).
 DEFAULT_CONTEXT_TOKENS = 2048.0
+# Share of HBM the engine may take: vLLM's default `gpu_memory_utilization` (the one place this
+# number is written; `specsim.forward.memory.DEFAULT_MEMORY_FRACTION` is this constant).
+DEFAULT_MEMORY_FRACTION = 0.9
 # Serving engine whose host terms a round pays: "roofline" is the idealized GPU, no engine.
 DEFAULT_ENGINE = "sglang"
 

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from specsim.errors import SpecError
 from specsim.forward.cost import PassCost, pass_cost
-from specsim.forward.memory import serving_memory
+from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
@@ -221,7 +221,7 @@ class Setup:
     draft_cost: float | None = None
     sequential_draft: bool = False
     round_overhead_s: float = 0.0
-    memory_fraction: float = 0.9
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION
     precision: Precision = field(default_factory=Precision)
     engine: Engine | None = None
     ep: int = 1
