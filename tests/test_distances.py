@@ -16,7 +16,8 @@ def test_overlap_and_tv_of_two_distributions_by_hand() -> None:
 
 
 def test_unnormalized_vectors_keep_the_definitions() -> None:
-    # Block verification weighs p and q (m p, r q); TV is then half the L1 distance, not 1 - overlap.
+    # Block verification weighs p and q (m p, r q); TV is then half the L1 distance,
+    # not 1 - overlap.
     p, q = [0.2, 0.1], [0.05, 0.4]
     assert float(distances.overlap(p, q)) == pytest.approx(0.15, abs=1e-15)
     assert float(distances.total_variation(p, q)) == pytest.approx(0.225, abs=1e-15)

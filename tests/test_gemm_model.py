@@ -115,6 +115,25 @@ def test_smooth_max_degenerate_exponents() -> None:
     np.testing.assert_allclose(smooth_max(a, b, 2.0), np.hypot(a, b), rtol=1e-15)
 
 
+def test_smooth_max_between_table_points_by_hand() -> None:
+    # Ratios 0.3 and 0.77 fall between the 8,192-interval table's points (0.3 * 8192 = 2457.6),
+    # where linear interpolation is off by at most h^2 / 8 * max|f''| ~ 2e-9 relative for p >= 2.
+    a = np.array([2.0, 1.0, 10.0])
+    b = np.array([0.6, 0.3, 7.7])
+    # p = 2: 2 sqrt(1 + 0.09), sqrt(1.09), 10 sqrt(1 + 0.5929)
+    np.testing.assert_allclose(smooth_max(a, b, 2.0),
+                               [2.0 * math.sqrt(1.09), math.sqrt(1.09), 10.0 * math.sqrt(1.5929)],
+                               rtol=1e-8)
+    # p = 4: 0.3^4 = 0.0081, 0.77^4 = 0.35153041
+    np.testing.assert_allclose(smooth_max(a, b, 4.0),
+                               [2.0 * 1.0081**0.25, 1.0081**0.25, 10.0 * 1.35153041**0.25],
+                               rtol=1e-8)
+    # The same at b > a (the ratio is min / max) and a table point is exact to rounding.
+    np.testing.assert_allclose(smooth_max(b, a, 2.0), smooth_max(a, b, 2.0), rtol=0, atol=0)
+    np.testing.assert_allclose(smooth_max(np.array([1.0]), np.array([0.5]), 2.0),
+                               [math.sqrt(1.25)], rtol=1e-15)
+
+
 def test_smooth_max_large_values_do_not_overflow() -> None:
     t = smooth_max(np.array([1e300]), np.array([1e300]), 4.0)
     assert float(t[0]) == pytest.approx(1e300 * 2**0.25, rel=1e-12)

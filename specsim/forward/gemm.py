@@ -127,8 +127,10 @@ def smooth_max(a: FloatArray, b: FloatArray, p: float) -> FloatArray:
         return np.maximum(a, b)
     hi, lo = np.maximum(a, b), np.minimum(a, b)
     # hi (1 + r^p)^(1/p) with r = lo / hi in [0, 1]: the factor is read off a table of
-    # SMOOTH_TABLE_SIZE intervals by linear interpolation (relative error below 1e-7), since
-    # powers on every point of a 65,536-point sweep cost more than the rest of the pass.
+    # SMOOTH_TABLE_SIZE intervals by linear interpolation, since powers on every point of a
+    # 65,536-point sweep cost more than the rest of the pass. Relative error (measured on 2e6
+    # ratios): below 1e-8 for p >= 2 (2e-9 at p = 2, 7e-9 at p = 16), 1.3e-7 at p = 1.5 and
+    # 1.1e-6 at p = 1.2, where r^p bends sharply near r = 0; exact at p = 1 and at table points.
     values, slopes = _smooth_table(float(p))
     with np.errstate(divide="ignore", invalid="ignore"):
         x = lo * (SMOOTH_TABLE_SIZE / hi)  # r scaled to table intervals
