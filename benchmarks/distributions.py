@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specsim.measurement.prob_arrays import check_pair, load_prob_arrays
+from specsim.specs.prob_arrays import check_pair, load_prob_arrays
 from specsim.speculation.distributions import acceptance_from_probs
 
 ROLLOUTS, POSITIONS, TOP_K, VOCAB = 1_000, 64, 20, 151_936

@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import specsim.measurement.prob_arrays as prob_arrays
 import specsim.specs.io as spec_io
+import specsim.specs.prob_arrays as prob_arrays
 from specsim.errors import SpecError
-from specsim.measurement.prob_arrays import load_prob_arrays
 from specsim.measurement.published import load_published
 from specsim.measurement.vidur import read_vidur_attention, read_vidur_mlp
 from specsim.measurement.vllm_metrics import (
@@ -35,6 +34,7 @@ from specsim.measurement.vllm_metrics import (
 from specsim.serving.scenarios import load_scenario
 from specsim.specs.io import parse_yaml, read_spec_file, read_yaml
 from specsim.specs.models import load_model
+from specsim.specs.prob_arrays import load_prob_arrays
 from specsim.specs.workloads import load_workload
 from specsim.speculation.rank_files import read_ranks
 from tests.test_cli import REPO, run

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.forward.memory import kv_layout, memory_plan
+from specsim.forward.memory import memory_plan
 from specsim.forward.ops import pass_work
 from specsim.forward.shapes import decode_passes
+from specsim.specs.cache import kv_layout
 from specsim.specs.drafters import load_drafter
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model

@@ -327,8 +327,8 @@ def test_torch_cpu_profile_is_valid(tmp_path: Path) -> None:
 
 
 def test_point_flops_by_hand() -> None:
+    from specsim.measurement.backends import ProfilePoint
     from specsim.measurement.profile_budget import point_flops
-    from specsim.measurement.profiling import ProfilePoint
 
     # A GEMM of 8 rows over a 4096 x 128256 LM head: 2 m k n = 2 * 8 * 4096 * 128256.
     gemm = ProfilePoint(model="x", tp=1, op="lm_head", op_class="gemm", m=8, k=4096, n=128256,

@@ -1,5 +1,5 @@
 """CLI: acceptance from probability arrays (`specsim acceptance from-probs|rounds|objectives|
-weights`). The file layout is documented in `specsim.measurement.prob_arrays`."""
+weights`). The file layout is documented in `specsim.specs.prob_arrays`."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ def from_probs(
     """Per-position alpha = 1 - TV and tau per draft length, written as a workload profile."""
     import numpy as np
 
-    from specsim.measurement.prob_arrays import check_pair, load_prob_arrays
     from specsim.specs.io import check_writable, write_yaml
+    from specsim.specs.prob_arrays import check_pair, load_prob_arrays
     from specsim.speculation.distributions import acceptance_from_probs, monte_carlo_check
 
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
@@ -142,7 +142,7 @@ def rounds(
     as_json: JsonOpt = False,
 ) -> None:
     """Exact expected rounds over each rollout (EDR) of a parallel drafter, and tau."""
-    from specsim.measurement.prob_arrays import load_start_acceptance
+    from specsim.specs.prob_arrays import load_start_acceptance
     from specsim.speculation.rounds import compare_rounds, equivalent_tau, expected_rounds
 
     first = load_start_acceptance(drafter)
@@ -204,7 +204,7 @@ def _user_target(path: Path) -> tuple[Any, Any]:
     """(grid, target) from an .npz with 'target' (V,) and optional 'grid' (V,)."""
     import numpy as np
 
-    from specsim.measurement.prob_arrays import load_vector
+    from specsim.specs.prob_arrays import load_vector
 
     p = load_vector(path, "target", probabilities=True)
     assert p is not None

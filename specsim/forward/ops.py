@@ -16,12 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsim.errors import SpecError
-from specsim.forward.memory import (
-    attention_layer_kv_bytes_per_token,
-    check_ep,
-    kv_heads_per_gpu,
-)
+from specsim.forward.memory import check_ep
 from specsim.forward.shapes import FloatArray, PassShape
+from specsim.specs.cache import attention_layer_kv_bytes_per_token, kv_heads_per_gpu
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.models import Model
 

@@ -15,7 +15,8 @@ import platform
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,14 +25,51 @@ from specsim.errors import SpecError
 from specsim.forward.shapes import BoolArray
 from specsim.measurement.profile_csv import attention_allowed
 
-if TYPE_CHECKING:
-    from specsim.measurement.profiling import ProfilePoint
-
 FloatArray = NDArray[np.float64]
 
 # CPU backends refuse points whose tensors need more host memory than this.
 HOST_MAX_BYTES = 8e9
 _FLUSH_FALLBACK_BYTES = 256_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfilePoint:
+    """One kernel to time, i.e. one row of the profile CSV (columns as in profile_data).
+
+    kv_heads, v_dim: attention only, KV heads per GPU and value head dim (not CSV columns;
+    they follow from the model and TP degree).
+    """
+
+    model: str
+    tp: int
+    op: str
+    op_class: str
+    m: int = 0
+    k: int = 0
+    n: int = 0
+    count: int = 0
+    batch: int = 0
+    context: int = 0
+    queries: int = 0
+    mask: str = "none"
+    kv_heads: int = 0
+    v_dim: int = 0
+
+    @property
+    def kernel(self) -> tuple[object, ...]:
+        """What is timed, without the op name: equal kernels are timed once."""
+        return (self.op_class, self.op if self.op_class != "gemm" else "gemm", self.m, self.k,
+                self.n, self.count, self.batch, self.context, self.queries, self.mask,
+                self.kv_heads, self.v_dim)
+
+    @property
+    def label(self) -> str:
+        """Short description for progress bars."""
+        if self.op_class == "gemm":
+            return f"{self.op} m={self.m}" + (f" x{self.count}" if self.count > 1 else "")
+        if self.op_class == "attention":
+            return f"{self.op} b={self.batch} q={self.queries} ctx={self.context}"
+        return f"{self.op} m={self.m}"
 
 
 def point_bytes(point: ProfilePoint, elem_bytes: float) -> float:

@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specsim.measurement.backends import point_bytes
+from specsim.measurement.backends import ProfilePoint, point_bytes
 
 if TYPE_CHECKING:
     from specsim.measurement.backends import Backend
-    from specsim.measurement.profiling import ProfilePoint
 
 # Filling input tensors with normal random numbers, bytes per second (numpy float32 on one
 # core of this project's 2-core CI machine, measured 1.2e8; GPUs are faster, so this errs long).
@@ -55,8 +54,6 @@ def point_flops(point: ProfilePoint) -> float:
 
 def measure_rates(backend: Backend) -> DeviceRates:
     """Time the calibration GEMMs on `backend` (3 runs each after one warm-up)."""
-    from specsim.measurement.profiling import ProfilePoint
-
     def seconds(m: int, k: int, n: int) -> float:
         point = ProfilePoint(model="calibration", tp=1, op="calibration", op_class="gemm",
                              m=m, k=k, n=n, count=1)

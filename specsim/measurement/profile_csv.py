@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
-from specsim.forward.memory import kv_heads_per_gpu
 from specsim.forward.ops import pass_work
 from specsim.forward.shapes import BoolArray, decode_passes
+from specsim.specs.cache import kv_heads_per_gpu
 from specsim.specs.io import atomic_write, check_writable, read_text, show
 from specsim.specs.models import Model
 

@@ -38,6 +38,7 @@ from specsim.measurement.backends import (
     BACKENDS,
     Backend,
     NumpyBackend,
+    ProfilePoint,
     TorchBackend,
     make_backend,
     numpy_attention,
@@ -75,46 +76,6 @@ class AttentionGrid:
 QUICK_ATTENTION = AttentionGrid(decode_batches=(1, 4), decode_contexts=(128, 512),
                                 verify_batches=(1, 4), verify_queries=(8, 32),
                                 verify_contexts=(256,))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProfilePoint:
-    """One kernel to time, i.e. one row of the profile CSV (columns as in profile_data).
-
-    kv_heads, v_dim: attention only, KV heads per GPU and value head dim (not CSV columns;
-    they follow from the model and TP degree).
-    """
-
-    model: str
-    tp: int
-    op: str
-    op_class: str
-    m: int = 0
-    k: int = 0
-    n: int = 0
-    count: int = 0
-    batch: int = 0
-    context: int = 0
-    queries: int = 0
-    mask: str = "none"
-    kv_heads: int = 0
-    v_dim: int = 0
-
-    @property
-    def kernel(self) -> tuple[object, ...]:
-        """What is timed, without the op name: equal kernels are timed once."""
-        return (self.op_class, self.op if self.op_class != "gemm" else "gemm", self.m, self.k,
-                self.n, self.count, self.batch, self.context, self.queries, self.mask,
-                self.kv_heads, self.v_dim)
-
-    @property
-    def label(self) -> str:
-        """Short description for progress bars."""
-        if self.op_class == "gemm":
-            return f"{self.op} m={self.m}" + (f" x{self.count}" if self.count > 1 else "")
-        if self.op_class == "attention":
-            return f"{self.op} b={self.batch} q={self.queries} ctx={self.context}"
-        return f"{self.op} m={self.m}"
 
 
 # ---------------------------------------------------------------- planning (pure)

@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from specsim.forward.cost import PassCost
-from specsim.forward.memory import (
-    MemoryPlan,
-    attention_layer_kv_bytes_per_token,
-    kv_layout,
-)
+from specsim.forward.memory import MemoryPlan
+from specsim.specs.cache import attention_layer_kv_bytes_per_token, kv_layout
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
 from specsim.specs.params import active_params, param_breakdown, total_params, weight_bytes

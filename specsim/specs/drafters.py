@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from specsim.errors import SpecError
-from specsim.forward.memory import (
+from specsim.specs.cache import (
     CacheLayout,
     CacheSegment,
     attention_layer_kv_bytes_per_token,

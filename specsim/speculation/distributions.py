@@ -2,7 +2,7 @@
 
 Input: for R target rollouts of T positions, the target's distribution p[r, t] and the
 drafter's q[r, t] (full, or top-k with the remaining mass; file layout in
-`specsim.measurement.prob_arrays`). Position t = 1..T of a rollout is draft position k = t of
+`specsim.specs.prob_arrays`). Position t = 1..T of a rollout is draft position k = t of
 a round that starts at the rollout's beginning.
 
 - Per-position acceptance alpha[r, k] = sum_x min(p, q) = 1 - TV(p, q) (Leviathan et al.).
@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
-from specsim.measurement.prob_arrays import ProbArrays
+from specsim.specs.prob_arrays import ProbArrays
 from specsim.speculation.acceptance import AcceptanceProfile, rank_acceptance_geometric
 from specsim.speculation.distances import overlap
 

@@ -20,8 +20,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from specsim.forward.cost import pass_cost
 from specsim.forward.gemm import gemm_time_s
-from specsim.forward.memory import kv_heads_per_gpu
 from specsim.forward.shapes import FloatArray, uniform_passes
+from specsim.specs.cache import kv_heads_per_gpu
 from specsim.specs.drafters import Drafter, RoundCost
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.hardware import Hardware

@@ -16,7 +16,7 @@ For an autoregressive drafter A[t0, t] = a_t for every t0, the occupancies at ea
 one and the expectation collapses to 1 + sum_t (1 - a_t).
 
 Arrays: A has shape (R, L, L) with A[r, t0, t - 1] = A_{t0,t} for t0 < t (layout in
-`specsim.measurement.prob_arrays`).
+`specsim.specs.prob_arrays`).
 """
 
 from __future__ import annotations
