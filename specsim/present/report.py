@@ -346,12 +346,10 @@ def _section_commands(plan: Plan, add: Callable[..., None]) -> None:
         add("code", text)
 
 
-def validate_rows() -> list[Row]:
+def validate_rows(plan: Plan) -> list[Row]:
     """`specsim validate`'s held-out error, all rows first, then per drafter family."""
-    from specsim.measurement.validate import held_out_summary
-
     return [{"group": g.group.removeprefix("family="), "rows": g.rows,
-             "median abs error (%)": 100 * g.median_abs_error} for g in held_out_summary()]
+             "median abs error (%)": 100 * g.median_abs_error} for g in plan.validation]
 
 
 def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
@@ -386,7 +384,7 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
                      "source": "distinct-expert counts per verify pass, aws-neuron/nkipy PR #63 "
                                "and Luce-Org/lucebox PR #501 (specsim/forward/ops.py)"})
     add("table", rows=rows, csv="assumptions.csv")
-    err_rows = validate_rows()
+    err_rows = validate_rows(plan)
     add("p", "Measured error of the round-time model: `specsim validate` against published "
         "speedups, engine terms fitted on the other sources (held out):")
     add("table", rows=err_rows, csv="validate.csv")
@@ -435,7 +433,7 @@ def answer_text(plan: Plan) -> str:
                  f"{p.tokens_per_s_per_user:,.0f} tokens/s per user"
                  + (f", {p.gpus_for(target)} GPUs" if target else "")
                  + f": speculation gives {gain:.2f}x the throughput per GPU.")
-        error = float(validate_rows()[0]["median abs error (%)"])
+        error = float(validate_rows(plan)[0]["median abs error (%)"])
         if abs(gain - 1.0) * 100 < error:
             text += (f" That gain is within the model's measured error ({error:.1f}% median, "
                      "last section): at this load speculation hardly pays.")

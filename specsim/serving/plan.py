@@ -6,7 +6,8 @@ compare), recommends a chain or tree per batch size, and simulates the batch-lev
 The serving model considers only what an engine builds (`engine_candidates`: the candidates
 `specsim recommend` weighs: chains for vLLM, SGLang's trees or block), so every setting the plan
 names has a command (`setting_commands`); the best tree of any shape is kept as a bound only.
-Rendering lives in `specsim.present.report`.
+The plan carries `specsim validate`'s held-out error (`Plan.validation`), which the report
+quotes. Rendering lives in `specsim.present.report`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from specsim.errors import SpecError
 from specsim.forward.memory import serving_memory
 from specsim.forward.ops import tp_problem
+from specsim.measurement.validate import GroupError, held_out_summary
 from specsim.serving.capacity import (
     BATCH_GRID,
     TP_DEGREES,
@@ -113,6 +115,9 @@ class Plan:
     policies: PolicySweep | None
     policy_drafter: str
     notes: list[str] = field(default_factory=list)
+    # `specsim validate`'s held-out error of the round-time model, all rows first, then per
+    # drafter family (the same for every plan; computed once per process).
+    validation: tuple[GroupError, ...] = ()
 
     @property
     def tables(self) -> dict[str, list[ServingTable]]:
@@ -272,7 +277,8 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     return Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
                 target_tokens_per_s=target_tokens_per_s, best=best, best_plain=best_plain,
-                closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes)
+                closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
+                validation=held_out_summary())
 
 
 def _splittable(model: Model, tps: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
