@@ -4,7 +4,11 @@
   over node budget and depth (Chen et al. 2024), an independent oracle of the depth-capped
   best-first trees that `specsim.speculation.speedup.tree_candidates` builds.
 - `ddtree`: best-first over a parallel drafter's per-position marginals (Ringel and Romano
-  2026); it drives the package's best-first search with a different candidate list per depth.
+  2026), grown greedily from the whole frontier (every child of every chosen node), with no
+  heap: independent of the package's best-first search (`specsim.speculation.trees`), which
+  offers each popped node's two successors only.
+
+Only public names of the package are used, so an oracle shares no code with what it checks.
 """
 
 from __future__ import annotations
@@ -16,10 +20,23 @@ import numpy.typing as npt
 
 from specsim.errors import SpecError
 from specsim.speculation.acceptance import PROBABILITY_TOLERANCE
-from specsim.speculation.trees import Tree, _best_first, _check_budget, _rank_vector
+from specsim.speculation.trees import Tree
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+
+def _rank_vector(rank_acceptance: npt.ArrayLike) -> FloatArray:
+    """a_j as a (J,) array of probabilities summing to <= 1, else SpecError."""
+    a = np.asarray(rank_acceptance, dtype=np.float64)
+    if a.ndim != 1 or not np.all((a >= 0.0) & (a <= 1.0)) or a.sum() > 1.0 + 1e-9:
+        raise SpecError(f"rank_acceptance: need (J,) probabilities summing to <= 1, got {a}")
+    return a
+
+
+def _check_budget(budget: int, max_depth: int | None) -> None:
+    if budget < 0 or (max_depth is not None and max_depth < 0):
+        raise SpecError(f"budget {budget}, max_depth {max_depth}: need both >= 0")
 
 
 def depth_limited_tau_table(
@@ -140,14 +157,31 @@ def ddtree(log_q: npt.ArrayLike, budget: int) -> tuple[Tree, IntArray]:
     if scores.ndim != 2 or np.any(np.isnan(scores)) or np.any(scores > PROBABILITY_TOLERANCE):
         raise SpecError(f"log_q: need (gamma, V) log-probabilities <= 0, got shape {scores.shape}")
     _check_budget(budget, None)
-    top = np.argsort(-scores, axis=-1, kind="stable")[:, :budget]  # ties: lower token id first
-    sorted_scores = np.take_along_axis(scores, top, axis=-1)
-    parents, depths, positions, log_prob = _best_first(sorted_scores, budget, scores.shape[0])
-    tokens = top[depths - 1, positions].astype(np.int64)
+    gamma, vocab = scores.shape
+    order = np.argsort(-scores, axis=-1, kind="stable")  # rank r at depth d: token order[d, r]
+    # Chosen nodes: (parent, depth, rank, score). Each step takes the best child of the root or
+    # of any chosen node not yet taken; ties: shallower, then the earlier-chosen parent, then
+    # the better rank (the order a best-first search pops them in).
+    nodes: list[tuple[int, int, int, float]] = []
+    taken: set[tuple[int, int]] = set()
+    for _ in range(min(budget, gamma * vocab ** gamma)):
+        frontier = [(-(base + float(scores[depth - 1, order[depth - 1, rank]])), depth, parent,
+                     rank)
+                    for parent, depth, base in [(-1, 1, 0.0)] + [
+                        (i, d + 1, sc) for i, (_, d, _, sc) in enumerate(nodes) if d < gamma]
+                    for rank in range(min(vocab, budget)) if (parent, rank) not in taken]
+        if not frontier:
+            break
+        neg_score, depth, parent, rank = min(frontier)
+        taken.add((parent, rank))
+        nodes.append((parent, depth, rank, -neg_score))
+    parents, depths, ranks = (np.array([n[i] for n in nodes], dtype=np.int64) for i in range(3))
+    log_prob = np.array([n[3] for n in nodes], dtype=np.float64)
+    tokens = order[depths - 1, ranks].astype(np.int64)
     tree = Tree(
         parents=parents,
         depths=depths,
-        ranks=positions,
+        ranks=ranks,
         path_probability=np.minimum(np.exp(log_prob), 1.0),
     )
     return tree, tokens
