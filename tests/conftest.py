@@ -11,17 +11,25 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 
 
+# The measured data the ground-truth tests read lives outside the repository (nothing taken from
+# another repository is committed): CI checks out shared/ beside the clone.
+SHARED_DIR = REPO.parent / "shared"
+# Vidur's public kernel tables (https://github.com/microsoft/vidur, MIT): $SPECSIM_VIDUR_DIR,
+# else shared/data/vidur_profiles.
+VIDUR_DIR = Path(os.environ.get("SPECSIM_VIDUR_DIR") or SHARED_DIR / "data" / "vidur_profiles")
+
+
 def vidur_dir() -> Path | None:
-    """The Vidur profiling tables: $SPECSIM_VIDUR_DIR, else ../shared/data/vidur_profiles."""
-    env = os.environ.get("SPECSIM_VIDUR_DIR")
-    candidate = Path(env) if env else REPO.parent / "shared" / "data" / "vidur_profiles"
-    return candidate if (candidate / "compute").is_dir() else None
+    """VIDUR_DIR where it holds the measured tables (a compute/ folder), else None."""
+    return VIDUR_DIR if (VIDUR_DIR / "compute").is_dir() else None
 
 
+# The one skip of the ground-truth tests, one line naming what is missing. Where shared/ is
+# beside the clone (CI) they never skip: tests/test_vidur_calibration.py fails instead.
 requires_vidur = pytest.mark.skipif(
     vidur_dir() is None,
-    reason="measured GPU timings not found: set SPECSIM_VIDUR_DIR or provide "
-    "../shared/data/vidur_profiles (Vidur's public profiling tables)")
+    reason=f"measured kernel tables not found: {VIDUR_DIR / 'compute'} "
+    "(set SPECSIM_VIDUR_DIR, or check out shared/ beside the clone as CI does)")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from specsim.forward.attention_time import (
     attention_kernel_time_s,
     flash_splits,
 )
-from tests.test_vidur_calibration import VIDUR_DIR, needs_data
+from tests.conftest import VIDUR_DIR, requires_vidur
 
 
 def test_flash_splits_by_hand() -> None:
@@ -98,7 +98,7 @@ def test_unphysical_terms_are_rejected() -> None:
             AttentionKernelEfficiency(**bad)  # type: ignore[arg-type]
 
 
-@needs_data
+@requires_vidur
 def test_tiled_model_beats_the_roofline_on_held_out_attention() -> None:
     # Decode (split-KV kernel) and prefill (forward kernel) are different kernels, fitted
     # separately; every third point of each grid held out. Measured: decode 6.02% (8.0% before
@@ -203,7 +203,7 @@ def test_kernel_terms_round_trip_through_the_profile_yaml(tmp_path) -> None:  # 
         load_hardware(str(path))
 
 
-@needs_data
+@requires_vidur
 def test_calibrate_fits_and_reports_both_attention_kernels() -> None:
     # specsim calibrate on the A100 table: the tiled terms land in the profile and the held-out
     # error per kernel is the fit's (decode 6.0%, prefill 5.6% measured; roofline 11.4%, 9.9%).

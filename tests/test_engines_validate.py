@@ -21,7 +21,7 @@ from tests.test_cli import run
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 ENGINE = {"name": "test", "version": "1", "launch": "eager", "source": "test numbers",
-          "op_host_s": 1e-5, "per_pass_s": 1e-3}
+          "priors": {"op_host_s": 1e-5, "per_pass_s": 1e-3}}
 
 
 @pytest.fixture(scope="module")
@@ -39,27 +39,60 @@ def test_eager_pass_is_the_longer_of_gpu_and_launch_time_plus_host(write_yaml: A
 
 
 @pytest.mark.parametrize("field, value", [
-    ("per_pass_s", -1e-3), ("round_s", "fast"), ("flops_efficiency", 1.5),
-    ("flops_efficiency", 0), ("spec_overlap", "yes")])
+    ("priors.per_pass_s", -1e-3), ("priors.round_s", "fast"), ("spec_overlap", "yes"),
+    ("op_host_s", 1e-5), ("bandwidth_efficiency", 0.862)])
 def test_engine_with_a_bad_overhead_names_file_and_field(write_yaml: Any, field: str,
                                                          value: object) -> None:
-    path = write_yaml("bad.yaml", {**ENGINE, field: value})
-    with pytest.raises(SpecError, match=rf"bad.yaml.*{field}"):
+    """A bad prior, a term outside `priors:` and the kernel efficiency (now the GPU's) are
+    each refused naming the file and the field."""
+    block, _, key = field.rpartition(".")
+    data = {**ENGINE, "priors": dict(ENGINE["priors"])}  # type: ignore[call-overload]
+    (data[block] if block else data)[key] = value
+    path = write_yaml("bad.yaml", data)
+    with pytest.raises(SpecError, match=rf"bad.yaml.*'{field}'"):
         load_engine(str(path))
+
+
+def _with_fitted(term: str, value: float, low: float, high: float) -> dict[str, Any]:
+    """The test engine (eager) with one `fitted:` term."""
+    return {**ENGINE, "fitted": {"source": "test fit", "rows": ["r1"], term: {
+        "value": value, "range": [low, high], "range_source": "test range"}}}
+
+
+def test_a_fitted_value_outside_its_stated_range_is_refused(write_yaml: Any) -> None:
+    """One line naming the file, the field, the value and the range (with its reason)."""
+    path = write_yaml("out.yaml", _with_fitted("op_host_s", 30e-6, 4e-6, 27e-6))
+    with pytest.raises(SpecError) as err:
+        load_engine(str(path))
+    message = str(err.value)
+    assert "\n" not in message
+    assert "out.yaml: field 'fitted.op_host_s.value' = 3e-05 is outside its range " \
+        "[4e-06, 2.7e-05] (test range)" in message
+    inside = load_engine(str(write_yaml("in.yaml", _with_fitted("op_host_s", 20e-6, 4e-6,
+                                                                  27e-6))))
+    assert (inside.op_host_s, inside.priors["op_host_s"]) == (20e-6, 1e-5)  # used, replaced
+    assert inside.fit_range("op_host_s") == (4e-6, 27e-6) and inside.fittable == ("op_host_s",)
+    for term, bad in (("per_pass_s", [0.0, 1e-3]), ("op_host_s", [2e-5, 1e-5])):
+        data = _with_fitted(term, 1e-5, 0.0, 1e-3)
+        data["fitted"][term]["range"] = bad
+        with pytest.raises(SpecError, match=rf"bad_range.yaml: field 'fitted.{term}"):
+            load_engine(str(write_yaml("bad_range.yaml", data)))  # per_pass_s: not eager
 
 
 def test_spec_numbers_in_exponent_form_read_as_numbers(tmp_path: Path) -> None:
     """YAML 1.1 (PyYAML) reads 1e-3 as a string; spec files read it as the number meant."""
     text = Path(load_engine("sglang").path).read_text()
-    assert "  value: 0.7e-3\n" in text
+    assert "    value: 0.7e-3\n" in text
     for written, meant in (("1e-3", 1e-3), ("2E-4", 2e-4), ("+5e-4", 5e-4)):
         path = tmp_path / f"e{meant}.yaml"
-        path.write_text(text.replace("  value: 0.7e-3\n", f"  value: {written}\n", 1))
-        assert read_yaml(path)["per_pass_s"]["value"] == meant
-        assert load_engine(str(path)).fitted  # loads; the fit block still gives per_pass_s
+        path.write_text(text.replace("    value: 0.7e-3\n", f"    value: {written}\n", 1))
+        assert read_yaml(path)["priors"]["per_pass_s"]["value"] == meant
+        engine = load_engine(str(path))
+        assert engine.priors["per_pass_s"] == meant  # the prior; the fitted value is used
+        assert engine.per_pass_s == engine.fits["per_pass_s"].value
     bad = tmp_path / "neg.yaml"
-    bad.write_text(text.replace("  value: 0.7e-3\n", "  value: -2e-4\n", 1))
-    with pytest.raises(SpecError, match=r"neg.yaml: field 'per_pass_s' must be >= 0"):
+    bad.write_text(text.replace("    value: 0.7e-3\n", "    value: -2e-4\n", 1))
+    with pytest.raises(SpecError, match=r"neg.yaml: field 'priors.per_pass_s' must be >= 0"):
         load_engine(str(bad))
 
 
@@ -67,10 +100,20 @@ def test_engines_show_summarizes_a_long_fit() -> None:
     out = run("engines", "show", "sglang")
     assert out.returncode == 0, out.stderr
     line = next(x for x in out.stdout.splitlines() if x.startswith("per_pass_s"))
-    assert "fitted on 54 published rows (eagle3paper-t3-sglang-h100-llama31-8b-eagle-bs4" in line
+    # used 1.31 ms (fitted), replacing the 0.7 ms prior; the fit's range, error and rows
+    assert line.split()[1:4] == ["0.00131", "fitted", "7.000e-04"]
+    assert "fitted on 54 published rows; range [0, 0.00184] (non-negative" in line
+    assert "held-out error 6.7%" in line and "refitted without each source: 0.00112-0.00148" \
+        in line
+    assert "eagle3paper-t3-sglang-h100-llama31-8b-eagle-bs4, " in line
+    sourced = next(x for x in out.stdout.splitlines() if x.startswith("drafter_pass_s"))
+    assert sourced.split()[1:3] == ["3.100e-04", "prior"]
     full = json.loads(run("engines", "show", "sglang", "--json").stdout)
     term = next(t for t in full["terms"] if t["term"] == "per_pass_s")
-    assert term["source"].count(", ") == 53  # every row id in JSON
+    assert (term["value"], term["from"], term["prior"]) == (1.31e-3, "fitted", 0.7e-3)
+    ids = (REPO_ROOT / "engines" / "sglang.yaml").read_text().split("\n  rows:\n")[1]
+    ids = [x.split("#")[0].strip(" -") for x in ids.split("\n\n")[0].splitlines()]
+    assert len(ids) == 54 and all(i in term["source"] for i in ids)  # every row id in JSON
     rates = {t["term"]: t for t in full["terms"] if "dtype_efficiency" in t["term"]}
     assert rates["weight_dtype_efficiency.fp8"]["value"] == 0.82
     assert rates["moe_weight_dtype_efficiency.fp8"]["value"] == 0.95
@@ -165,9 +208,19 @@ def test_published_row_with_expert_parallelism(write_yaml: Any) -> None:
                                                                       "ep": 8}]}))])
     assert [r.ep for r in rows] == [1, 8]
     engine = load_engine("sglang")
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.models import load_model
+
     by_ep = {r.ep: row_parts(r, engine) for r in rows}
-    assert by_ep[1].baseline_experts == pytest.approx(58 * 8)
-    assert by_ep[8].baseline_experts == pytest.approx(58 * 1)
+    shape = batch_mix_passes(1.0, np.array([1.0]), np.array([1024.0]))
+    hw = load_hardware("h200")
+    for ep, touched in ((1, 58 * 8), (8, 58 * 1)):
+        cost = pass_cost(load_model("deepseek-v3"), hw, shape, tp=8, ep=ep,
+                         precision=Precision(weight_dtype="fp8"))
+        assert engine_time.expert_parts(engine, hw, cost)[0][0] == pytest.approx(touched)
+    assert by_ep[1].baseline_s != by_ep[8].baseline_s  # the row's ep reaches its timing
     for bad, why in ((3, "must divide the 256 routed experts"), (0, "must be an integer")):
         path = write_yaml("bad_ep.yaml", {"rows": [{**row, "ep": bad}]})
         with pytest.raises(SpecError, match=rf"bad_ep.yaml: row 'r1': field 'ep'.*{why}"):
@@ -291,12 +344,11 @@ def test_cuda_graph_engines_are_validated_held_out(results: list[Any]) -> None:
 
 
 def test_fitted_eager_terms_stay_inside_their_physical_range(results: list[Any]) -> None:
-    from specsim.specs.engines import FIT_BOUNDS
-
+    engine = load_engine("hf-eager")
     for v in results:
         if v.predicted is not None and v.row.engine == "hf-eager":
             for name in ("op_host_s", "round_s"):
-                low, high = FIT_BOUNDS[name]
+                low, high = engine.fit_range(name)
                 assert low * 1.01 < v.terms[name] < high * 0.99, (v.row.id, name)
 
 
@@ -313,8 +365,8 @@ def test_roofline_with_an_engine_adds_the_per_pass_host_term() -> None:
     assert out.returncode == 0, out.stderr
     row = json.loads(out.stdout)["rows"][0]
     eng = load_engine("sglang")
-    # engine pass = kernel time / transferred efficiency + per-pass host (batch 1)
-    want = row["time_ms"] / eng.bandwidth_efficiency + eng.per_pass_s * 1e3
+    # engine pass = kernel time / the GPU's expected efficiency (0.862) + per-pass host
+    want = row["time_ms"] / 0.862 + eng.per_pass_s * 1e3
     assert row["engine_ms"] == pytest.approx(want, rel=1e-6)
 
 
@@ -369,7 +421,7 @@ def _fused_moe_layer_us(engine: Any, hardware: str, model: str, tp: int, weight_
                      precision=Precision(weight_dtype=weight_dtype))
     _, experts_s = engine_time.expert_parts(eng, hw, cost)
     layers = engine_time.moe_layers_run(cost)
-    return np.asarray((experts_s / engine_time.efficiency(eng, hw) / layers
+    return np.asarray((experts_s / engine_time.efficiency(hw) / layers
                        + eng.moe_layer_s) * 1e6)
 
 
@@ -467,8 +519,9 @@ def test_a_misspelled_engine_key_names_the_file_and_the_closest_key(tmp_path: Pa
     import yaml
 
     data = yaml.safe_load((REPO_ROOT / "engines" / "sglang.yaml").read_text(encoding="utf-8"))
-    for block, typo, right in ((data, "per_pass_ss", "per_pass_s"),
-                               (data["fit"], "row", "rows")):
+    for block, typo, right in ((data["priors"], "per_pass_ss", "per_pass_s"),
+                               (data["fitted"], "row", "rows"),
+                               (data["fitted"]["round_s"], "ranges", "range")):
         block[typo] = block.pop(right)
         path = tmp_path / "engine.yaml"
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -507,11 +560,16 @@ _TERMS = {"op_host_s": 0.0, "per_pass_s": 1e-3, "per_request_s": 0.0, "drafter_p
           "round_s": 1e-3, "moe_expert_floor_s": 0.0, "round_request_s": 1e-4}
 
 
-def _parts(batch: float, baseline_s: float = 6e-3) -> Any:
+def _parts(batch: float, baseline_s: float = 6e-3, overlap: bool = False) -> Any:
+    """A CUDA-graph engine's row (its terms come from _TERMS), 3 drafter passes."""
     from specsim.measurement.validate import RoundParts
+    from specsim.specs.engines import Engine
+    from specsim.specs.models import load_model
 
-    return RoundParts(batch=batch, baseline_s=baseline_s, verify_s=7e-3, draft_s=1e-3,
-                      passes=3.0, target_ops=0.0, drafter_ops=0.0, round_ops=0.0, loop=1.0)
+    engine = Engine(slug="t", name="t", version="1", launch="graphs", spec_overlap=overlap)
+    return RoundParts(engine=engine, target=load_model("llama-3.1-8b"), drafter=None,
+                      batch=batch, baseline_s=baseline_s, verify_s=7e-3, draft_s=1e-3,
+                      passes=3.0)
 
 
 @pytest.mark.parametrize(("batch", "requests", "waves"), [
@@ -621,13 +679,9 @@ def test_an_overlapped_round_takes_the_longer_of_gpu_and_host_by_hand() -> None:
     runs: the round takes max(GPU part, host). By hand with the terms above: GPU part
     7 + 1 + 1.6 = 9.6 ms; host 1 + 0.1 B ms: 1.8 ms at batch 8 (hidden), 13.8 ms at batch
     128 (the round is host-bound). Synchronous: their sum, 11.4 and 23.4 ms."""
-    import dataclasses
-
     for batch, overlapped, synchronous in ((8.0, 9.6e-3, 11.4e-3), (128.0, 13.8e-3, 23.4e-3)):
-        parts = _parts(batch)
-        assert parts.times(_TERMS)[1] == pytest.approx(synchronous)
-        on = dataclasses.replace(parts, overlap=True)
-        assert on.times(_TERMS)[1] == pytest.approx(overlapped)
+        assert _parts(batch).times(_TERMS)[1] == pytest.approx(synchronous)
+        assert _parts(batch, overlap=True).times(_TERMS)[1] == pytest.approx(overlapped)
 
 
 def test_sglang_overlaps_speculative_rounds_unless_sync_is_asked() -> None:
@@ -686,23 +740,25 @@ def test_sglang_command_for_synchronous_timing_disables_the_overlap() -> None:
     assert "--disable-overlap-schedule" not in default.stdout
 
 
-def test_datasheet_kernels_run_at_the_transferred_bandwidth_and_flops_fractions() -> None:
-    """Both fractions come from the A100 GEMM fit (bandwidth 0.862, flops 0.757): on a datasheet
-    GPU an engine's memory-bound GEMM takes its roofline time / 0.862, a compute-bound one its
-    roofline time / 0.757 (a calibrated profile keeps its own fit)."""
+def test_datasheet_kernels_run_at_the_gpus_expected_bandwidth_and_flops_fractions() -> None:
+    """Both fractions are the GPU's, from the A100 GEMM fit (bandwidth 0.862, flops 0.757): on a
+    datasheet GPU an engine's memory-bound GEMM takes its roofline time / 0.862, a compute-bound
+    one its roofline time / 0.757 (a calibrated profile keeps its own fit)."""
     from specsim.forward.cost import pass_cost
     from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.hardware import expected_efficiency
     from specsim.specs.models import load_model
 
     engine = load_engine("sglang")
-    assert (engine.bandwidth_efficiency, engine.flops_efficiency) == (0.862, 0.757)
     hw = load_hardware("b200")
+    assert expected_efficiency(hw) == (0.862, 0.757)
+    assert not hasattr(engine, "bandwidth_efficiency")  # no GPU property in an engine
     timed = engine_time.timing_hardware(engine, hw)
     model = load_model("qwen3-8b")
     for tokens, fraction in ((1.0, 0.862), (8192.0, 0.757)):
         shape = batch_mix_passes(tokens, np.array([1.0]), np.array([0.0]))
         ideal = {c.op.name: c.time_s[0] for c in pass_cost(model, hw, shape).ops}
-        engine_s = {c.op.name: c.time_s[0] / engine.bandwidth_efficiency
+        engine_s = {c.op.name: c.time_s[0] / 0.862
                     for c in pass_cost(model, timed, shape).ops}
         assert engine_s["mlp_up"] == pytest.approx(ideal["mlp_up"] / fraction, rel=1e-9)
     calibrated = load_hardware("calibrated/a100-80g-sxm-vidur")

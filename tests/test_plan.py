@@ -299,25 +299,34 @@ def test_serving_settings_are_what_the_engines_build(small_report: tuple[object,
 
 
 def test_tn_curves_by_profile() -> None:
-    """Datasheet GPU: the transferred (expected real) curve, and the calibrated one only where
+    """Datasheet GPU: the expected real curve, and the calibrated one only where
     hardware/calibrated/ has a profile for it; a calibrated profile: its own curve."""
     from specsim.forward.cost import pass_cost
     from specsim.forward.shapes import batch_mix_passes
     from specsim.present.report_hardware import tn_curves
+    from specsim.specs.engines import load_engine
+    from specsim.speculation import engine_time
 
     h100 = [label for label, _ in tn_curves(load_hardware("h100-sxm"))]
-    assert h100 == ["datasheet (ms)", "expected real, transferred (ms)"]
+    assert h100 == ["datasheet (ms)", "expected real (ms)"]
     a100 = [label for label, _ in tn_curves(load_hardware("a100-80g-sxm"))]
-    assert a100 == ["datasheet (ms)", "expected real, transferred (ms)",
+    assert a100 == ["datasheet (ms)", "expected real (ms)",
                     "calibrated calibrated/a100-80g-sxm-vidur (ms)"]
     cal = [label for label, _ in tn_curves(load_hardware("calibrated/a100-80g-sxm-vidur"))]
     assert cal == ["datasheet (ms)", "calibrated calibrated/a100-80g-sxm-vidur (ms)"]
-    # the expected real curve is `--hardware transferred/h100-sxm`'s T(n)
-    model, shape = load_model("llama-3.1-8b"), batch_mix_passes(1.0, np.array([64.0]),
-                                                                 np.array([0.0]))
-    curve = dict(tn_curves(load_hardware("h100-sxm")))["expected real, transferred (ms)"]
-    direct = pass_cost(model, load_hardware("transferred/h100-sxm"), shape).time_s
-    assert pass_cost(model, curve, shape).time_s == pytest.approx(direct, rel=1e-12)
+    # the expected real curve is what engines price kernels at: one token is memory-bound,
+    # so the datasheet time / 0.862 (the GPU's expected bandwidth efficiency) ...
+    hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
+    one = batch_mix_passes(1.0, np.array([1.0]), np.array([0.0]))
+    expected = engine_time.expected_kernel_s(hw, model, one)
+    assert expected == pytest.approx(pass_cost(model, hw, one).time_s / 0.862, rel=1e-12)
+    # ... and at any n, an engine's kernels before its own kernel terms
+    many = batch_mix_passes(1.0, np.array([64.0, 8192.0]), np.array([0.0]))
+    for slug in ("sglang", "vllm", "hf-eager"):
+        priced = engine_time.achieved_pass_s(load_engine(slug), hw, model, many,
+                                             engine_kernels=False)
+        assert priced == pytest.approx(engine_time.expected_kernel_s(hw, model, many),
+                                       rel=1e-12)
 
 
 def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> None:
@@ -326,7 +335,7 @@ def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> No
 
     _, out = small_report
     md = (out / "report.md").read_text()
-    assert "| tokens n | datasheet (ms) | expected real, transferred (ms) |" in md
+    assert "| tokens n | datasheet (ms) | expected real (ms) |" in md
     assert "calibrated_ms" not in md and "| 1,024 |" in md
     assert cell_text(1820) == "1,820" and cell_text(26866.9) == "26,867"
     assert cell_text(4.483) == "4.48"

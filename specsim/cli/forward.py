@@ -54,7 +54,10 @@ def roofline(
     as_json: JsonOpt = False,
 ) -> None:
     """T(n): forward-pass time versus tokens in the pass, with the bound that holds."""
+    import numpy as np
+
     from specsim.forward.cost import roofline as sweep
+    from specsim.forward.shapes import batch_mix_passes
     from specsim.present.rows import roofline_op_rows, roofline_rows
     from specsim.specs.engines import load_engine
     from specsim.speculation import engine_time
@@ -69,14 +72,13 @@ def roofline(
                  tp=tp, precision=prec, ep=ep)
     rows = roofline_op_rows(cost) if by_op else roofline_rows(cost)
     if not by_op and eng.launch != "none":
-        timing_hw = engine_time.timing_hardware(eng, hw)
-        timed = cost if timing_hw is hw else sweep(  # compute-bound ops at the engine's flops
-            target, timing_hw, parse_ints(tokens, "--tokens"), context=ctx, queries=queries,
-            tp=tp, precision=prec, ep=ep)
-        passes = engine_time.pass_s(eng, hw, engine_time.engine_kernel_s(eng, hw, timed),
-                                    engine_time.model_kernels(eng, target),
-                                    cost.tokens / queries)
-        for row, seconds in zip(rows, passes, strict=True):
+        contexts = np.atleast_1d(np.asarray(ctx, dtype=np.float64))
+        shape = batch_mix_passes(float(queries), cost.tokens / queries, contexts)
+        gpu = engine_time.achieved_pass_s(eng, hw, target, shape, tp=tp, precision=prec, ep=ep)
+        step = engine_time.round_time(eng, target, None, batch=cost.tokens / queries,
+                                      step_gpu_s=gpu, verify_gpu_s=gpu, draft_gpu_s=0.0,
+                                      passes=0.0).step_s
+        for row, seconds in zip(rows, step, strict=True):
             row["engine_ms"] = float(seconds * 1e3)
     header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec, ep=ep,
                         engine=engine)

@@ -26,8 +26,6 @@ def engines_list(as_json: JsonOpt = False) -> None:
                      "op_host_us": e.op_host_s * 1e6, "per_pass_ms": e.per_pass_s * 1e3,
                      "per_request_us": e.per_request_s * 1e6,
                      "drafter_pass_ms": e.drafter_pass_s * 1e3, "round_ms": e.round_s * 1e3,
-                     "bw_efficiency": e.bandwidth_efficiency,
-                     "flops_efficiency": e.flops_efficiency,
                      "fp8_rate": e.weight_dtype_efficiency.get("fp8", 1.0),
                      "int4_rate": e.weight_dtype_efficiency.get("int4", 1.0),
                      "moe_fp8_rate": e.moe_weight_dtype_efficiency.get(
@@ -40,28 +38,43 @@ def engines_list(as_json: JsonOpt = False) -> None:
     emit(rows, as_json)
 
 
-def _fitted(engine: Any, full: bool) -> str:
+def _fitted(engine: Any, term: str, full: bool) -> str:
     """Where a fitted term comes from: its rows by id (all of them in JSON; the first few and
-    a count in the table, which `specsim validate` lists with their errors)."""
+    a count in the table, which `specsim validate` lists with their errors), the engine's
+    held-out error, the term's physical range and its values refitted without each source."""
+    fit = engine.fits[term]
     ids = list(engine.fitted_on)
-    if full or len(ids) <= 4:
-        return "fitted on " + ", ".join(ids)
-    return (f"fitted on {len(ids)} published rows ({', '.join(ids[:3])}, ...; all in the "
-            "YAML's fit.rows and under --json; `specsim validate` shows each held out)")
+    low, high = fit.range
+    text = f"range [{low:.4g}, {high:.4g}] ({fit.range_source})"
+    if engine.held_out_error_pct is not None:
+        text += (f"; held-out error {engine.held_out_error_pct:g}% (median over the engine's "
+                 "rows, `specsim validate`)")
+    if fit.held_out is not None:
+        text += f"; refitted without each source: {fit.held_out[0]:.4g}-{fit.held_out[1]:.4g}"
+    rows = (", ".join(ids) if full or len(ids) <= 4
+            else f"{', '.join(ids[:3])}, ... (all in the YAML's fitted.rows and under --json)")
+    return f"fitted on {len(ids)} published rows; {text}; rows: {rows}"
 
 
 @engines_app.command("show")
 def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")],
                  as_json: JsonOpt = False) -> None:
-    """One engine's terms, each with its source (or the rows it was fitted on)."""
+    """One engine's terms: the value used, where it comes from (its source, or the fit: rows,
+    held-out error, range) and, for a fitted term, the prior it replaced."""
     from specsim.specs.engines import TERMS, load_engine
+    from specsim.specs.transferred import EXPECTED_BANDWIDTH, EXPECTED_FLOPS
 
     e = load_engine(name)
-    rows = [{"term": term, "value": getattr(e, term),
-             "source": _fitted(e, as_json) if term in e.fitted else e.sources.get(term, "")}
-            for term in (*TERMS, "bandwidth_efficiency", "flops_efficiency")]
+    rows: list[dict[str, Any]] = []
+    for term in TERMS:
+        fitted = term in e.fits
+        rows.append({"term": term, "value": getattr(e, term),
+                     "from": "fitted" if fitted else "prior",
+                     "prior": e.priors.get(term, 0.0) if fitted else None,
+                     "source": _fitted(e, term, as_json) if fitted
+                     else e.sources.get(term, "")})
     for block in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
-        rows += [{"term": f"{block}.{dtype}", "value": rate,
+        rows += [{"term": f"{block}.{dtype}", "value": rate, "from": "prior", "prior": None,
                   "source": e.sources.get(f"{block}.{dtype}", "")}
                  for dtype, rate in getattr(e, block).items()]
     if as_json:
@@ -70,8 +83,12 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
         return
     overlap = "on" if e.spec_overlap else "off"
     echo(f"{e.name} {e.version} (launch: {e.launch}; speculative rounds overlap their host "
-         f"work: {overlap}); seconds unless named otherwise")
-    echo(to_table(rows))
+         f"work: {overlap}); seconds unless named otherwise; value = the one used, prior = the "
+         "sourced value a fitted term replaced")
+    echo(to_table([{**r, "prior": "" if r["prior"] is None else r["prior"]} for r in rows]))
+    echo(f"kernel efficiency is the GPU's, not the engine's: a datasheet profile's kernels "
+         f"run at {EXPECTED_BANDWIDTH} of its bandwidth and {EXPECTED_FLOPS} of its peak flops "
+         "(specsim/specs/transferred.py), a calibrated profile at its own fit")
 
 
 @app.command()

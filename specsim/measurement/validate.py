@@ -3,18 +3,11 @@
 Each row is timed in its setting with tau held at the published value, so only the time of a
 round (or of a plain decoding step) is tested. What a row measured decides what is predicted:
 the speedup over plain decoding; tokens/s with speculation (tau B / round time) when the source
-gives no speedup; tokens/s of plain decoding (B / step time) for a `plain` row. With the engine
-terms at zero, the row's kernel times (baseline B0, verification V0, drafting D0) and eager op
-counts are computed once; the engine terms then enter as
-
-    baseline = max(B0, ops c) + per_pass + per_request B
-    round    = max(V0, ops c) + per_pass + per_request B
-               + max(D0, passes drafter_ops c) + passes drafter_pass + round_ops c + host
-    host     = loop round_s + round_request B
-
-(a row run with the engine's speculative overlap, `spec_overlap`, takes max(the rest, host)
-instead of the sum)
-(c: host seconds per eager op; see `speculation.engine_time`). The terms an engine fits
+gives no speedup; tokens/s of plain decoding (B / step time) for a `plain` row. With the engine's
+host terms at zero, the row's achieved kernel times (baseline, verification, drafting) are
+computed once; the engine terms then enter through the one round-time formula,
+`speculation.engine_time.round_time`, as in every other command.
+The terms an engine fits
 (`Engine.fittable`) are fitted, bounded to their physical ranges, by least squares on the log
 error over the rows of that engine from every other source, and the row is predicted with that
 fit: the error reported is held out.
@@ -31,12 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from specsim.forward.cost import pass_cost
-from specsim.forward.shapes import batch_mix_passes
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
-from specsim.specs.engines import Engine, fit_bounds, load_engine
+from specsim.specs.engines import Engine, load_engine
 from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
@@ -45,7 +36,7 @@ from specsim.speculation.speedup import Candidates, Setup, speedup_table
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
 ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
-          "moe_expert_floor_s", "round_request_s")
+          "round_request_s")  # host terms: kernel times are computed without them
 FIT_GRID = (0.1, 0.5, 0.9)  # shares of each term's bound range on which the loss is screened
 FIT_STARTS = 9  # with three terms or more, the fit runs from this many of the grid's lowest
 # points (from all of them with one or two terms)
@@ -59,37 +50,25 @@ METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "relative_speedup")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundParts:
-    """A row's achieved kernel times (seconds) and eager op counts, engine terms apart."""
+    """A row's achieved kernel times (seconds), its setting, and its engine; the engine terms
+    enter only through `engine_time.round_time`."""
 
+    engine: Engine  # as the row ran it (its spec_overlap)
+    target: Model
+    drafter: Drafter | None
     batch: float
     baseline_s: float
     verify_s: float
     draft_s: float
     passes: float
-    target_ops: float
-    drafter_ops: float
-    round_ops: float
-    loop: float  # share of the engine's round_s this round pays
-    baseline_experts: float = 0.0  # touched experts x MoE layers of a decoding step
-    baseline_expert_s: float = 0.0  # achieved seconds of its expert GEMMs
-    verify_experts: float = 0.0
-    verify_expert_s: float = 0.0
-    overlap: bool = False  # the round's host work ran while the GPU ran (spec_overlap)
 
     def times(self, terms: dict[str, float]) -> tuple[float, float]:
         """(plain decoding step, speculative round) in seconds with these engine terms."""
-        c, floor = terms["op_host_s"], terms["moe_expert_floor_s"]
-        fixed = terms["per_pass_s"] + terms["per_request_s"] * self.batch
-        base_s = self.baseline_s + max(self.baseline_experts * floor - self.baseline_expert_s, 0)
-        verify_s = self.verify_s + max(self.verify_experts * floor - self.verify_expert_s, 0)
-        baseline = max(base_s, self.target_ops * c) + fixed
-        draft = self.draft_s
-        if self.passes > 0:
-            draft = (max(self.draft_s, self.passes * self.drafter_ops * c)
-                     + self.passes * terms["drafter_pass_s"])
-        gpu = max(verify_s, self.target_ops * c) + fixed + draft + self.round_ops * c
-        host = self.loop * terms["round_s"] + terms["round_request_s"] * self.batch
-        return baseline, max(gpu, host) if self.overlap else gpu + host
+        rt = engine_time.round_time(
+            self.engine.with_terms(**terms), self.target, self.drafter, batch=self.batch,
+            step_gpu_s=self.baseline_s, verify_gpu_s=self.verify_s, draft_gpu_s=self.draft_s,
+            passes=self.passes)
+        return float(rt.step_s), float(rt.round_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +181,8 @@ def unpredictable(row: PublishedRow) -> str:
     return ""
 
 
-def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
-    """Time the row's round with its engine's host terms at zero (op counts kept)."""
-    zero = engine.with_terms(**dict.fromkeys(ZEROED, 0.0))
+def row_setup(row: PublishedRow, engine: Engine) -> tuple[Setup, Candidates]:
+    """The row's setting as a speedup-table setup with `engine`, and its one candidate."""
     target = _builtin_model(row.model)
     drafter = None if row.plain else _drafter(row, target)
     nodes, depth = (0.0, 0.0) if row.plain else (float(row.draft_tokens or 0),
@@ -213,38 +191,25 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
                        tau=np.array([row.tau or 1.0]),
                        max_width=np.array([2.0 if row.shape == "tree" else 1.0]),
                        shape=(row.shape,))
-    hw = _builtin_hardware(row.hardware)
-    precision = Precision(weight_dtype=row.weight_dtype)
-    setup = Setup(target=target, hardware=hw, drafter=drafter, context=CONTEXT_TOKENS, tp=row.tp,
-                  ep=row.ep, engine=zero, draft_cost=0.0 if drafter is None else None,
-                  precision=precision)
+    setup = Setup(target=target, hardware=_builtin_hardware(row.hardware), drafter=drafter,
+                  context=CONTEXT_TOKENS, tp=row.tp, ep=row.ep,
+                  engine=engine.with_spec_overlap(row.spec_overlap),
+                  draft_cost=0.0 if drafter is None else None,
+                  precision=Precision(weight_dtype=row.weight_dtype))
+    return setup, cands
+
+
+def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
+    """Time the row's round with its engine's host terms at zero (kernel times only)."""
+    setup, cands = row_setup(row, engine.with_terms(**dict.fromkeys(ZEROED, 0.0)))
     table = speedup_table(setup, [row.batch], cands)
-    experts = [_experts(zero, hw, target, row, q, precision) for q in (1.0, nodes + 1.0)]
-    passes = 0.0 if drafter is None else float(draft_passes(drafter, depth))
-    eager = engine.eager
+    depth = float(cands.depth[0])
+    passes = 0.0 if setup.drafter is None else float(draft_passes(setup.drafter, depth))
     return RoundParts(
-        batch=float(row.batch), baseline_s=float(table.baseline_s[0]),
-        verify_s=float(table.verify_s[0, 0]), draft_s=float(table.draft_s[0, 0]),
-        passes=passes,
-        target_ops=engine_time.model_kernels(engine, target) if eager else 0.0,
-        drafter_ops=engine_time.drafter_kernels(engine, drafter) if eager else 0.0,
-        round_ops=engine_time.round_kernels(engine, drafter) if eager and not row.plain
-        else 0.0, loop=0.0 if row.plain else engine_time.loop_share(engine, drafter),
-        baseline_experts=experts[0][0], baseline_expert_s=experts[0][1],
-        verify_experts=experts[1][0], verify_expert_s=experts[1][1],
-        overlap=row.spec_overlap)
-
-
-def _experts(engine: Engine, hw: Hardware, target: Model, row: PublishedRow, queries: float,
-             precision: Precision) -> tuple[float, float]:
-    """(touched experts x MoE layers, achieved seconds of the expert GEMMs) of one pass of
-    `queries` tokens per request over the row's batch."""
-    cost = pass_cost(target, engine_time.timing_hardware(engine, hw),
-                     batch_mix_passes(queries, np.array([float(row.batch)]),
-                                      np.array([CONTEXT_TOKENS])),
-                     tp=row.tp, precision=precision, ep=row.ep)
-    units, kernel_s = engine_time.expert_parts(engine, hw, cost)
-    return float(units[0]), float(kernel_s[0]) / engine_time.efficiency(engine, hw)
+        engine=engine.with_spec_overlap(row.spec_overlap), target=setup.target,
+        drafter=setup.drafter, batch=float(row.batch),
+        baseline_s=float(table.baseline_s[0]), verify_s=float(table.verify_s[0, 0]),
+        draft_s=float(table.draft_s[0, 0]), passes=passes)
 
 
 # A published row names built-in specs only (published.py checks), and the samples of one
@@ -306,8 +271,8 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     if not names or not samples:
         return terms
 
-    low = np.array([fit_bounds(engine.launch, k)[0] for k in names])
-    high = np.array([fit_bounds(engine.launch, k)[1] for k in names])
+    low = np.array([engine.fit_range(k)[0] for k in names])
+    high = np.array([engine.fit_range(k)[1] for k in names])
     middle, span = (low + high) / 2, high - low
 
     def residuals(x: np.ndarray) -> np.ndarray:

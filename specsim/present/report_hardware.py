@@ -1,5 +1,5 @@
-"""The report's sections on the GPU: T(n) of the target with its knee (datasheet, transferred and
-calibrated curves) and memory with the maximum concurrency against context.
+"""The report's sections on the GPU: T(n) of the target with its knee (datasheet, expected real
+and calibrated curves) and memory with the maximum concurrency against context.
 
 Split from `present.report`, which assembles every section into the document.
 """
@@ -17,7 +17,7 @@ from specsim.forward.memory import DEFAULT_MEMORY_FRACTION
 from specsim.forward.shapes import batch_mix_passes
 from specsim.present.document import Row, png_bytes
 from specsim.serving.plan import Plan, memory_by_context
-from specsim.specs.hardware import Efficiency, Hardware
+from specsim.specs.hardware import Efficiency, Hardware, expected_efficiency
 
 CONTEXTS = (512.0, 2048.0, 8192.0, 32768.0, 131072.0)
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
@@ -31,19 +31,21 @@ def _builtin_calibrated(hw: Hardware) -> Hardware | None:
     return None
 
 
-def tn_curves(hw: Hardware) -> list[tuple[str, Hardware]]:
-    """(label, profile) per T(n) curve: the datasheet roofline; the expected real curve from
-    the transferred GEMM efficiencies unless the profile is calibrated; the calibrated one when
-    the profile is calibrated or a built-in calibrated profile exists for this GPU."""
-    from specsim.specs.transferred import transferred_hardware
+EXPECTED_LABEL = "expected real (ms)"
 
+
+def tn_curves(hw: Hardware) -> list[tuple[str, Hardware]]:
+    """(label, profile) per T(n) curve: the datasheet roofline; the expected real curve (the
+    profile as the plan prices its kernels: `engine_time.expected_kernel_s`, a datasheet GPU at
+    its expected efficiency) unless the profile is calibrated; the calibrated one when the
+    profile is calibrated or a built-in calibrated profile exists for this GPU."""
     ideal = dataclasses.replace(hw, efficiency=Efficiency())
     curves = [("datasheet (ms)", ideal)]
     if hw.slug.startswith("transferred/"):
         return [*curves, ("expected real, transferred (ms)", hw)]
     if hw.is_calibrated:
         return [*curves, (f"calibrated {hw.slug} (ms)", hw)]
-    curves.append(("expected real, transferred (ms)", transferred_hardware(hw)))
+    curves.append((EXPECTED_LABEL, hw))
     cal = _builtin_calibrated(hw)
     if cal is not None:
         curves.append((f"calibrated {cal.slug} (ms)", cal))
@@ -52,12 +54,15 @@ def tn_curves(hw: Hardware) -> list[tuple[str, Hardware]]:
 
 def tn_rows(plan: Plan) -> list[Row]:
     """T(n) of the target at the answer's TP with no cached context, one column per curve."""
+    from specsim.speculation.engine_time import expected_kernel_s
+
     n = np.asarray(TOKENS, dtype=np.float64)
     shape = batch_mix_passes(1.0, n, np.array([0.0]))
     tp = plan.best.tp if plan.best else 1
     rows: list[Row] = [{"tokens n": int(k)} for k in TOKENS]
     for label, hw in tn_curves(plan.hardware):
-        times = pass_cost(plan.model, hw, shape, tp=tp).time_s
+        times = (expected_kernel_s(hw, plan.model, shape, tp=tp) if label == EXPECTED_LABEL
+                 else pass_cost(plan.model, hw, shape, tp=tp).time_s)
         for row, t in zip(rows, times, strict=True):
             row[label] = float(t) * 1e3
     return rows
@@ -89,10 +94,13 @@ def section_tn(plan: Plan, add: Callable[..., None]) -> None:
     if hw.is_calibrated and not hw.slug.startswith("transferred/"):
         text += "The calibrated curve uses this profile's fitted efficiencies. "
     else:
-        text += ("The expected real curve applies the GEMM efficiencies transferred from the "
-                 "GPUs with kernel measurements (`--hardware transferred/<slug>`; other op "
-                 f"classes ideal): expected error {expected_error_text()}, more on a GPU "
-                 "unlike the A100 and A40 it was measured on. ")
+        bandwidth, flops = expected_efficiency(hw)
+        text += ("The expected real curve is the datasheet roofline at the GPU's expected "
+                 f"kernel efficiency ({bandwidth:g} of its bandwidth, {flops:g} of its peak "
+                 "flops: specsim/specs/transferred.py), the one the plan prices every engine's "
+                 "kernels at; `--hardware transferred/<slug>` applies the multi-term GEMM model "
+                 "transferred from the GPUs with kernel measurements instead (expected error "
+                 f"{expected_error_text()}). ")
         if not any(k.startswith("calibrated") for k in labels):
             text += "No calibrated profile exists for this GPU (hardware/calibrated/). "
     text += f"The plan's numbers use the {hw.slug} profile ({profile_kind(hw)})."

@@ -25,7 +25,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
-from specsim.forward.cost import pass_cost
 from specsim.forward.memory import DEFAULT_WORKSPACE_TOKENS, serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
 from specsim.serving.scenarios import Scenario
@@ -80,10 +79,12 @@ class ServingTable:
 
 def _kernel_s(setup: Setup, tokens_per_request: FloatArray, batch: FloatArray,
               context: float) -> FloatArray:
-    cost = pass_cost(setup.target, engine_time.timing_hardware(setup.engine, setup.hardware),
-                     batch_mix_passes(tokens_per_request, batch, np.array([context])),
-                     tp=setup.tp, precision=setup.precision, ep=setup.ep)
-    return np.asarray(cost.time_s, dtype=np.float64)
+    """Achieved seconds of the passes' roofline kernels (no engine kernel terms: they are a
+    decoding pass's, and a prompt chunk adds none of them)."""
+    return engine_time.achieved_pass_s(
+        setup.engine, setup.hardware, setup.target,
+        batch_mix_passes(tokens_per_request, batch, np.array([context])), tp=setup.tp,
+        precision=setup.precision, ep=setup.ep, engine_kernels=False)
 
 
 def prefill_share_s(setup: Setup, batch: FloatArray, candidates: Candidates,
@@ -95,8 +96,6 @@ def prefill_share_s(setup: Setup, batch: FloatArray, candidates: Candidates,
     q = np.tile(candidates.nodes + 1.0, batch.size)
     extra = _kernel_s(setup, q + np.tile(per_request, batch.size), b, ctx) \
         - _kernel_s(setup, q, b, ctx)
-    if setup.engine is not None:
-        extra = extra / engine_time.efficiency(setup.engine, setup.hardware)
     return np.maximum(extra, 0.0).reshape(batch.size, candidates.nodes.size)
 
 

@@ -1,19 +1,20 @@
 """Inference engines as data: the host and launch costs a server adds around the kernels.
 
-An engine spec (engines/*.yaml) holds, each with a source or the rows it was fitted on:
+An engine spec (engines/*.yaml) keeps its sourced values and its fitted values apart:
 
-    launch                 "eager" (each op issued from Python, no CUDA graphs) or "graphs"
-                           (a pass replays a captured CUDA graph)
+    priors:   each term with its value and source (measured, counted or derived); used as it is
+              unless `fitted:` holds the same term
+    fitted:   the terms `specsim validate` fits on published rows (held out by source), each with
+              the value used, its physical `range: [lo, hi]` and the reason (`range_source`), and
+              `held_out` (its lowest and highest value refitted without each source); the block
+              has the `rows` it was fitted on and `held_out_error_pct` (the engine's median
+              absolute held-out error). A fitted value outside its range is refused.
+
+The terms (under `priors:`, SI units):
+
     op_host_s              host seconds per eager op (nn.Module call, Python, dispatcher, launch)
     kernels_per_layer      eager ops per decoder layer; kernels_per_pass: per model pass
     moe_extra_kernels_per_layer  extra eager ops of an MoE layer over a dense MLP
-    drafter_ops            eager ops a drafter family adds, per family: `pass` per sequential
-                           drafter pass beyond its own layers, `head` per Medusa-style head,
-                           `round` per speculative round (tree building, acceptance, KV
-                           bookkeeping), `loop` 1 where the family runs a research loop of
-                           its own around the model (it then pays round_s; 0: inside
-                           transformers' generate()); family `none` is drafting without a
-                           model (prompt lookup)
     per_pass_s             host seconds per target forward pass (schedule, prepare, sample)
     per_request_s          host seconds per request per pass
     drafter_pass_s         host seconds per sequential drafter pass (graph engines)
@@ -21,23 +22,33 @@ An engine spec (engines/*.yaml) holds, each with a source or the rows it was fit
                            loop, see drafter_ops `loop`)
     round_request_s        host seconds per request per speculative round that the engine does
                            not overlap with the GPU (accepting tokens, finish checks, output)
-    bandwidth_efficiency   achieved fraction of datasheet bandwidth used for datasheet GPUs
-    flops_efficiency       achieved fraction of datasheet peak flops for datasheet GPUs (the
-                           compute-bound part of a kernel; default: bandwidth_efficiency)
-    weight_dtype_efficiency  per weight dtype (fp8, int4, mxfp4): the rate its GEMMs stream
-                           weights at few tokens, as a fraction of the bf16 GEMM rate
-    moe_weight_dtype_efficiency  the same for the fused-MoE expert GEMMs, where they differ
-                           (a dtype absent here takes weight_dtype_efficiency's value)
     moe_layer_s            seconds the fused-MoE kernels of one MoE layer take on top of
                            streaming the touched experts' weights (top-k, sorting tokens by
                            expert, activation, weighted sum, the GEMMs' fixed latency)
     moe_expert_floor_s     least seconds the fused-MoE kernel spends per touched expert and
                            MoE layer (both expert GEMMs), however few tokens the expert got
+
+and at the top level (sourced, never fitted):
+
+    launch                 "eager" (each op issued from Python, no CUDA graphs) or "graphs"
+                           (a pass replays a captured CUDA graph)
+    drafter_ops            eager ops a drafter family adds, per family: `pass` per sequential
+                           drafter pass beyond its own layers, `head` per Medusa-style head,
+                           `round` per speculative round (tree building, acceptance, KV
+                           bookkeeping), `loop` 1 where the family runs a research loop of
+                           its own around the model (it then pays round_s; 0: inside
+                           transformers' generate()); family `none` is drafting without a
+                           model (prompt lookup)
+    weight_dtype_efficiency  per weight dtype (fp8, int4, mxfp4): the rate its GEMMs stream
+                           weights at few tokens, as a fraction of the bf16 GEMM rate
+    moe_weight_dtype_efficiency  the same for the fused-MoE expert GEMMs, where they differ
+                           (a dtype absent here takes weight_dtype_efficiency's value)
     spec_overlap           true where the engine does a speculative round's host work (round_s,
                            round_request_s) while the GPU runs the next round (SGLang's spec
                            v2 overlap scheduler): a round then takes the longer of the two.
                            `name:sync` / `name:overlap` load an engine with it off / on.
 
+Kernel efficiency is the GPU's (`specsim.specs.hardware.expected_efficiency`), not the engine's.
 `roofline` is the engine with no terms: the idealized GPU of the article.
 """
 
@@ -51,31 +62,10 @@ from specsim.specs.io import Fields, check_keys, read_spec_file, resolve_path
 from specsim.specs.names import read_display_name
 
 LAUNCH_MODES = ("eager", "graphs", "none")
-# Terms validate fits (leave one source out) per launch mode; the rest come from sources only.
+# Terms validate may fit (leave one source out) per launch mode; an engine fits those its
+# `fitted:` block holds, each within the range stated there.
 FITTABLE = {"eager": ("op_host_s", "round_s"),
             "graphs": ("per_pass_s", "round_request_s", "round_s")}
-# Physical range of each fitted term, seconds. op_host_s: a raw CUDA launch costs 4-6 us
-# (lower end); plain HF decoding of Llama-7B on an A10G, 43.2 ms per token over ~1600 ops,
-# bounds the cost of one HF op from above (27 us) even if the step were all host time.
-# round_s: non-negative and below one 7B decoding step on an A100 (20 ms). per_pass_s:
-# non-negative and below the smallest gap between a measured CUDA-graph decode step and its
-# weight-reading time (tpot_points: 1.84 ms, SGLang docs H100).
-# round_request_s: non-negative and below the host work a whole batch-1 EAGLE round of
-# SGLang exposes (1.1 ms, SGLang PR #11398), which includes that of its one request.
-FIT_BOUNDS = {"op_host_s": (4e-6, 27e-6), "round_s": (0.0, 0.02),
-              "per_pass_s": (0.0, 1.84e-3),
-              "round_request_s": (0.0, 1.1e-3)}
-# A CUDA-graph engine's round_s (host work per synchronous round): at least what SGLang PR
-# #11398's overlap hides of an EAGLE round of Llama-3.1-8B (12.11 ms without, 11.01 ms with: 1.1
-# ms, a lower bound, as overlap can leave some exposed), at most that round's measured time
-# less its kernel time at the transferred efficiency (12.11 - 6.47 = 5.64 ms: every other host
-# term zero).
-LAUNCH_FIT_BOUNDS = {"graphs": {"round_s": (1.1e-3, 5.64e-3)}}
-
-
-def fit_bounds(launch: str, term: str) -> tuple[float, float]:
-    """The physical range a fitted term is held to for engines of this launch mode."""
-    return LAUNCH_FIT_BOUNDS.get(launch, {}).get(term, FIT_BOUNDS[term])
 
 
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
@@ -86,11 +76,24 @@ OP_KINDS = ("pass", "head", "round", "loop")
 # Every key an engine YAML may hold, per block; any other key is an error naming the closest
 # one. A new field is one line here (and its reader). `speculative` is the block of accepted
 # speculative settings, read whole by specsim.specs.engine_args.
-ENGINE_KEYS = ("name", "version", "source", "launch", "bandwidth_efficiency", "flops_efficiency",
-               "weight_dtype_efficiency", "moe_weight_dtype_efficiency", "drafter_ops", "fit",
-               "spec_overlap", "speculative", *TERMS)
-FIT_KEYS = ("rows", "source", *sorted({k for terms in FITTABLE.values() for k in terms}))
+ENGINE_KEYS = ("name", "version", "source", "launch", "priors", "weight_dtype_efficiency",
+               "moe_weight_dtype_efficiency", "drafter_ops", "fitted", "spec_overlap",
+               "speculative")
+FITTED_KEYS = ("rows", "source", "held_out_error_pct",
+               *sorted({k for terms in FITTABLE.values() for k in terms}))
+FITTED_TERM_KEYS = ("value", "range", "range_source", "held_out")
 DRAFTER_OPS_KEYS = ("source", *OP_KINDS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FittedTerm:
+    """One entry of an engine's `fitted:` block: the value used, seconds; the physical range
+    it must stay in and why; its lowest and highest value refitted without each source."""
+
+    value: float
+    range: tuple[float, float]
+    range_source: str
+    held_out: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,8 +113,6 @@ class Engine:
     per_request_s: float = 0.0
     drafter_pass_s: float = 0.0
     round_s: float = 0.0
-    bandwidth_efficiency: float = 1.0
-    flops_efficiency: float = 1.0
     weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
     moe_weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
     moe_layer_s: float = 0.0
@@ -120,7 +121,9 @@ class Engine:
     spec_overlap: bool = False
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fitted_on: tuple[str, ...] = ()
-    fitted: tuple[str, ...] = ()  # terms its `fit` block holds
+    fits: dict[str, FittedTerm] = dataclasses.field(default_factory=dict)  # `fitted:` block
+    priors: dict[str, float] = dataclasses.field(default_factory=dict)  # `priors:` values
+    held_out_error_pct: float | None = None
     path: str = ""
 
     def __post_init__(self) -> None:
@@ -136,20 +139,25 @@ class Engine:
                 if not 0 < f <= 1:
                     raise SpecError(f"{self.path}: field '{block}.{dtype}' must be "
                                     f"in (0, 1], got {f!r}")
-        for name in ("bandwidth_efficiency", "flops_efficiency"):
-            value = getattr(self, name)
-            if not 0 < value <= 1:
-                raise SpecError(f"{self.path}: field '{name}' must be in (0, 1], got {value!r}")
 
     @property
     def eager(self) -> bool:
         return self.launch == "eager"
 
     @property
+    def fitted(self) -> tuple[str, ...]:
+        """The terms whose value comes from the `fitted:` block."""
+        return tuple(self.fits)
+
+    @property
     def fittable(self) -> tuple[str, ...]:
         """The terms validate refits for this engine (held out by source): those its YAML
         ships as fitted; sourced terms are never refitted."""
-        return tuple(k for k in FITTABLE.get(self.launch, ()) if k in self.fitted)
+        return tuple(k for k in FITTABLE.get(self.launch, ()) if k in self.fits)
+
+    def fit_range(self, term: str) -> tuple[float, float]:
+        """The physical range (seconds) a fitted term is held to, as its YAML states it."""
+        return self.fits[term].range
 
     def ops(self, family: str, kind: str) -> float:
         """Eager ops of one `kind` ('pass', 'head', 'round') that drafter family adds."""
@@ -204,29 +212,43 @@ def load_engine(name: str) -> Engine:
     spec = read_spec_file(path)
     _check_engine_keys(spec.data, spec.path)
     f = Fields(spec.data, spec.path)
-    numbers = {key: f.number(key, 0.0, minimum=0.0) for key in TERMS}
-    fitted = _fitted_terms(f)
-    numbers.update(fitted)
-    fitted_on = tuple(str(r) for r in (spec.data.get("fit") or {}).get("rows", []) or [])
-    bandwidth = f.number("bandwidth_efficiency", 1.0, positive=True)
+    pf = f.sub("priors", required=False) or Fields({}, spec.path, "priors.")
+    priors = {key: pf.number(key, 0.0, minimum=0.0) for key in TERMS}
+    launch = f.choice("launch", LAUNCH_MODES)
+    fits = _fitted_terms(f, launch)
+    numbers = {**priors, **{k: t.value for k, t in fits.items()}}
+    fitted = spec.data.get("fitted") or {}
+    fitted_on = tuple(str(r) for r in fitted.get("rows", []) or [])
+    held = f.sub("fitted", required=False)
+    error = held.number("held_out_error_pct", minimum=0.0) \
+        if held is not None and held.has("held_out_error_pct") else None
     return Engine(slug=path.stem, name=read_display_name(f),
                   version=read_display_name(f, "version"),
-                  launch=f.choice("launch", LAUNCH_MODES), drafter_ops=_drafter_ops(f),
-                  bandwidth_efficiency=bandwidth,
-                  flops_efficiency=f.number("flops_efficiency", bandwidth, positive=True),
+                  launch=launch, drafter_ops=_drafter_ops(f),
                   weight_dtype_efficiency=_dtype_efficiency(f, "weight_dtype_efficiency"),
                   moe_weight_dtype_efficiency=_dtype_efficiency(f, "moe_weight_dtype_efficiency"),
                   spec_overlap=f.boolean("spec_overlap", False),
-                  sources=spec.sources, fitted_on=fitted_on, fitted=tuple(fitted),
+                  sources={k.removeprefix("priors."): v for k, v in spec.sources.items()},
+                  fitted_on=fitted_on, fits=fits, priors=priors, held_out_error_pct=error,
                   path=spec.path, **numbers)
 
 
 def _check_engine_keys(data: dict[str, object], path: str) -> None:
     """Every key in ENGINE_KEYS, FIT_KEYS and DRAFTER_OPS_KEYS (one line naming the closest)."""
+    for key in data:
+        if key in TERMS:
+            raise SpecError(f"{path}: field '{key}' belongs under 'priors:' (value and source) "
+                            "or 'fitted:' (value, range, range_source)")
     check_keys(data, ENGINE_KEYS, path)
-    fit = data.get("fit")
-    if isinstance(fit, dict):
-        check_keys(fit, FIT_KEYS, f"{path}: block 'fit'")
+    priors = data.get("priors")
+    if isinstance(priors, dict):
+        check_keys(priors, TERMS, f"{path}: block 'priors'")
+    fitted = data.get("fitted")
+    if isinstance(fitted, dict):
+        check_keys(fitted, FITTED_KEYS, f"{path}: block 'fitted'")
+        for term, entry in fitted.items():
+            if term in TERMS and isinstance(entry, dict):
+                check_keys(entry, FITTED_TERM_KEYS, f"{path}: block 'fitted.{term}'")
     for name in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
         dtypes = data.get(name)
         if isinstance(dtypes, dict):
@@ -259,10 +281,38 @@ def _dtype_efficiency(f: Fields, name: str) -> dict[str, float]:
     return {d: block.number(d, positive=True) for d in WEIGHT_DTYPES if block.has(d)}
 
 
-def _fitted_terms(f: Fields) -> dict[str, float]:
-    """The `fit` block: terms fitted on published rows (validate refits them held out)."""
-    fit = f.sub("fit", required=False)
+def _fitted_terms(f: Fields, launch: str) -> dict[str, FittedTerm]:
+    """The `fitted:` block: terms fitted on published rows (validate refits them held out),
+    each refused unless its value lies in its stated range."""
+    fit = f.sub("fitted", required=False)
     if fit is None:
         return {}
-    keys = {k for terms in FITTABLE.values() for k in terms}
-    return {key: fit.number(key, minimum=0.0) for key in sorted(keys) if fit.has(key)}
+    out: dict[str, FittedTerm] = {}
+    for key in FITTABLE.get(launch, ()):
+        entry = fit.sub(key, required=False)
+        if entry is None:
+            continue
+        value = entry.number("value", minimum=0.0)
+        low, high = _range(entry)
+        if not low <= value <= high:
+            raise entry.error("value", f"= {value:g} is outside its range [{low:g}, {high:g}] "
+                                       f"({entry.string('range_source')})")
+        held = entry.value("held_out")
+        out[key] = FittedTerm(value=value, range=(low, high),
+                              range_source=entry.string("range_source"),
+                              held_out=None if held is None else _range(entry, "held_out"))
+    for key in fit.keys():
+        if key in TERMS and key not in out:
+            raise fit.error(key, f"is not fitted for a '{launch}' engine (fittable: "
+                                 f"{', '.join(FITTABLE.get(launch, ())) or 'none'})")
+    return out
+
+
+def _range(entry: Fields, key: str = "range") -> tuple[float, float]:
+    """A `[lo, hi]` pair of non-negative numbers, lo <= hi."""
+    value = entry.value(key)
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+            or not 0 <= value[0] <= value[1]):
+        raise entry.error(key, f"must be [lo, hi] with 0 <= lo <= hi, got {value!r}")
+    return float(value[0]), float(value[1])

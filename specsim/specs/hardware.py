@@ -15,76 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
+from specsim.specs.gemm_efficiency import GemmEfficiency as GemmEfficiency
+from specsim.specs.gemm_efficiency import check_positive as check_positive
 from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path, show
 from specsim.specs.names import read_display_name
+from specsim.specs.transferred import EXPECTED_BANDWIDTH, EXPECTED_FLOPS, transferred_gemm
+from specsim.specs.transferred import SOURCE as TRANSFERRED_SOURCE
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 GB = 1e9
 TFLOPS = 1e12
 US = 1e-6
-
-
-def check_positive(name: str, value: float, *, allow_zero: bool = False) -> None:
-    """SpecError unless value is finite and > 0 (>= 0 with allow_zero)."""
-    ok = math.isfinite(value) and (value >= 0.0 if allow_zero else value > 0.0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise SpecError(f"{name} = {value!r}: need a finite number {bound}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GemmEfficiency:
-    """Fitted departures of a GPU's weight GEMMs from its datasheet roofline.
-
-    The defaults are the ideal roofline (every term switched off).
-
-    Attributes:
-        bandwidth: effective fraction of the datasheet memory bandwidth (> 0).
-        flops: effective fraction of the datasheet peak flop rate (> 0).
-        floor_s: fixed latency of the memory path, s (>= 0).
-        overlap_p: smooth-max exponent combining memory and compute time, in [1, inf]
-            (inf: hard max, ideal overlap; 1: the two add up).
-        tile_rows: token rows per output tile of the tensor-core kernel (>= 1).
-        tile_fraction: share of the tile time paid on padded rows, in [0, 1] (0: no tile
-            quantization).
-        epilogue_k: per-output-element overhead in reduction steps (>= 0).
-        sm_count: streaming multiprocessors of the GPU, which run the output tiles in waves
-            (>= 0; 0: unknown, no wave term).
-        tile_cols: weight columns (GEMM n) per output tile (>= 1).
-        wave_fraction: share of the idle part of the last wave that is paid, in [0, 1]
-            (0: no wave quantization; > 0 needs sm_count >= 1).
-    """
-
-    bandwidth: float = 1.0
-    flops: float = 1.0
-    floor_s: float = 0.0
-    overlap_p: float = math.inf
-    tile_rows: int = 128
-    tile_fraction: float = 0.0
-    epilogue_k: float = 0.0
-    sm_count: int = 0
-    tile_cols: int = 128
-    wave_fraction: float = 0.0
-
-    def __post_init__(self) -> None:
-        check_positive("GemmEfficiency.bandwidth", self.bandwidth)
-        check_positive("GemmEfficiency.flops", self.flops)
-        check_positive("GemmEfficiency.floor_s", self.floor_s, allow_zero=True)
-        check_positive("GemmEfficiency.epilogue_k", self.epilogue_k, allow_zero=True)
-        if not (self.overlap_p >= 1.0):  # also rejects NaN
-            raise SpecError(f"GemmEfficiency.overlap_p = {self.overlap_p!r}: need a number >= 1")
-        for name in ("tile_fraction", "wave_fraction"):
-            value = getattr(self, name)
-            if not (0.0 <= value <= 1.0):
-                raise SpecError(f"GemmEfficiency.{name} = {value!r}: need 0 <= value <= 1")
-        for name, minimum in (("tile_rows", 1), ("tile_cols", 1), ("sm_count", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise SpecError(f"GemmEfficiency.{name} = {value!r}: need an integer >= {minimum}")
-        if self.wave_fraction > 0.0 and self.sm_count < 1:
-            raise SpecError(
-                f"GemmEfficiency.wave_fraction = {self.wave_fraction!r} needs sm_count >= 1"
-            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,6 +180,24 @@ class Hardware:
 TRANSFERRED_PREFIX = "transferred/"
 
 
+def transferred_hardware(hw: Hardware) -> Hardware:
+    """A datasheet profile with the transferred GEMM efficiencies (other op classes ideal)."""
+    eff = Efficiency(gemm=transferred_gemm(hw.sm_count))
+    return dataclasses.replace(hw, slug=f"{TRANSFERRED_PREFIX}{hw.slug}",
+                               name=f"{hw.name} (transferred efficiencies)", efficiency=eff,
+                               sources={**hw.sources, "efficiency": TRANSFERRED_SOURCE})
+
+
+def expected_efficiency(hw: Hardware) -> tuple[float, float]:
+    """(bandwidth, flops) fractions that turn this profile's kernel times into expected real
+    ones: a datasheet profile's expected efficiency (specs.transferred.EXPECTED_BANDWIDTH /
+    EXPECTED_FLOPS); 1 for a calibrated or transferred profile, whose kernel model already
+    carries its own fit."""
+    if hw.is_calibrated:
+        return 1.0, 1.0
+    return EXPECTED_BANDWIDTH, EXPECTED_FLOPS
+
+
 def load_hardware(name: str) -> Hardware:
     """Load a built-in profile by slug (e.g. `h100-sxm`) or a YAML file by path.
 
@@ -246,8 +205,6 @@ def load_hardware(name: str) -> Hardware:
     from the measured GPUs (specsim.specs.transferred), for a GPU without measurements.
     """
     if name.startswith(TRANSFERRED_PREFIX) and not Path(name).exists():
-        from specsim.specs.transferred import transferred_hardware
-
         datasheet = load_hardware(name.removeprefix(TRANSFERRED_PREFIX))
         if datasheet.is_calibrated:
             raise SpecError(f"hardware '{name}': {datasheet.slug} is already calibrated; "

@@ -34,16 +34,17 @@ has one, holds each touched expert to a least time however few tokens it got.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.forward.cost import PassCost
-from specsim.forward.shapes import FloatArray
+from specsim.forward.cost import PassCost, pass_cost
+from specsim.forward.shapes import FloatArray, PassShape
 from specsim.specs.drafters import Drafter
-from specsim.specs.dtypes import dtype_of_bytes
+from specsim.specs.dtypes import Precision, dtype_of_bytes
 from specsim.specs.engines import Engine
-from specsim.specs.hardware import Hardware
+from specsim.specs.hardware import Hardware, expected_efficiency
 from specsim.specs.models import Model
 
 NO_DRAFTER = "none"  # the drafter_ops family of drafting without a model (prompt lookup)
@@ -73,27 +74,65 @@ def round_kernels(engine: Engine, drafter: Drafter | None) -> float:
     return engine.ops(NO_DRAFTER if drafter is None else drafter.family, "round")
 
 
-def efficiency(engine: Engine, hw: Hardware) -> float:
-    """Achieved fraction of datasheet speed: the engine's transfer for a datasheet profile."""
-    return 1.0 if hw.is_calibrated else engine.bandwidth_efficiency
+def efficiency(hw: Hardware) -> float:
+    """Achieved fraction of datasheet speed that kernel times are divided by: the GPU's
+    expected bandwidth efficiency (1 for a calibrated profile; `hardware.expected_efficiency`)."""
+    return expected_efficiency(hw)[0]
 
 
 def timing_hardware(engine: Engine | None, hw: Hardware) -> Hardware:
     """The profile an engine's kernel times are computed on: a datasheet profile with its peak
     flops scaled so that, once every kernel time is divided by the bandwidth efficiency,
-    compute-bound time runs at the engine's flops efficiency (max(bytes / (bw e_b),
-    flops / (peak e_f)) per op); a calibrated profile as it is."""
-    if engine is None or hw.is_calibrated or engine.flops_efficiency == engine.bandwidth_efficiency:
+    compute-bound time runs at the GPU's expected flops efficiency (max(bytes / (bw e_b),
+    flops / (peak e_f)) per op); a calibrated profile, or no engine (the idealized GPU), as
+    it is."""
+    return hw if engine is None else _expected_profile(hw)
+
+
+def _expected_profile(hw: Hardware) -> Hardware:
+    """`hw` with its peak flops scaled by (flops / bandwidth) expected efficiency (see
+    `timing_hardware`); `hw` itself where the two are equal (a calibrated profile)."""
+    bandwidth, flops = expected_efficiency(hw)
+    if flops == bandwidth:
         return hw
-    scale = engine.flops_efficiency / engine.bandwidth_efficiency
+    scale = flops / bandwidth
     return dataclasses.replace(
         hw, peak_flops_per_s={k: v * scale for k, v in hw.peak_flops_per_s.items()})
+
+
+def achieved_pass_s(engine: Engine | None, hw: Hardware, target: Model, shape: PassShape, *,
+                    tp: int = 1, precision: Precision | None = None, ep: int = 1,
+                    engine_kernels: bool = True) -> FloatArray:
+    """Achieved kernel seconds of S passes of `target`, (S,): the pass cost on the timing
+    profile (`timing_hardware`), with the engine's kernel terms (`engine_kernel_s`; left out
+    with engine_kernels=False), divided by the GPU's expected efficiency; the idealized
+    roofline with no engine. The one path from a GPU profile to achieved kernel time."""
+    if engine is None:
+        return pass_cost(target, hw, shape, tp=tp, precision=precision, ep=ep).time_s
+    cost = pass_cost(target, timing_hardware(engine, hw), shape, tp=tp, precision=precision,
+                     ep=ep)
+    kernel = engine_kernel_s(engine, hw, cost) if engine_kernels else cost.time_s
+    return np.asarray(kernel / efficiency(hw))
+
+
+def expected_kernel_s(hw: Hardware, target: Model, shape: PassShape, *, tp: int = 1,
+                      precision: Precision | None = None, ep: int = 1) -> FloatArray:
+    """Expected real kernel seconds of S passes on `hw`, (S,): the roofline at the GPU's
+    expected efficiency (`hardware.expected_efficiency`), as every engine prices kernels
+    before its own kernel terms; a calibrated profile's own fitted time."""
+    cost = pass_cost(target, _expected_profile(hw), shape, tp=tp, precision=precision, ep=ep)
+    return np.asarray(cost.time_s / efficiency(hw))
 
 
 def pass_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, kernels: float,
            batch: ArrayLike) -> FloatArray:
     """Seconds of one target pass of `kernels` eager ops taking `kernel_s` on the GPU."""
-    gpu = np.asarray(kernel_s, dtype=np.float64) / efficiency(engine, hw)
+    return _pass_s(engine, np.asarray(kernel_s, dtype=np.float64) / efficiency(hw), kernels,
+                   batch)
+
+
+def _pass_s(engine: Engine, gpu: FloatArray, kernels: float, batch: ArrayLike) -> FloatArray:
+    """Seconds of one target pass whose kernels take `gpu` achieved seconds."""
     host = kernels * engine.op_host_s if engine.eager else 0.0
     b = np.asarray(batch, dtype=np.float64)
     return np.asarray(np.maximum(gpu, host) + engine.per_pass_s + engine.per_request_s * b)
@@ -102,8 +141,14 @@ def pass_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, kernels: float,
 def draft_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, passes: ArrayLike,
             kernels_per_pass: float) -> FloatArray:
     """Seconds of a round's drafting: `passes` sequential drafter passes."""
+    return _draft_s(engine, np.asarray(kernel_s, dtype=np.float64) / efficiency(hw), passes,
+                    kernels_per_pass)
+
+
+def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike, kernels_per_pass: float
+             ) -> FloatArray:
+    """Seconds of `passes` sequential drafter passes whose kernels take `gpu` achieved seconds."""
     p = np.asarray(passes, dtype=np.float64)
-    gpu = np.asarray(kernel_s, dtype=np.float64) / efficiency(engine, hw)
     host = p * kernels_per_pass * engine.op_host_s if engine.eager else 0.0
     return np.asarray(np.where(p > 0, np.maximum(gpu, host) + p * engine.drafter_pass_s,
                                gpu))
@@ -140,6 +185,45 @@ def loop_share(engine: Engine, drafter: Drafter | None) -> float:
     if not engine.eager:
         return 1.0
     return engine.ops(NO_DRAFTER if drafter is None else drafter.family, "loop")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundTime:
+    """A speculative round as an engine runs it, seconds; every field broadcasts over the round
+    shapes it was computed for (e.g. (B, 1) per batch, (B, K) per batch and candidate)."""
+
+    step_s: FloatArray  # one plain decoding step of the same batch
+    verify_s: FloatArray  # the target's verification pass
+    draft_s: FloatArray  # the round's sequential drafter passes
+    host_s: FloatArray  # host work added to the round (round_s, round ops, round_request_s B)
+    hidden_s: FloatArray  # host work done while the GPU runs (an engine with spec_overlap)
+
+    @property
+    def round_s(self) -> FloatArray:
+        """Seconds of the round: its GPU part plus the added host work, or the hidden host
+        work where that is longer."""
+        return np.asarray(np.maximum(self.verify_s + self.draft_s + self.host_s, self.hidden_s))
+
+
+def round_time(engine: Engine, target: Model, drafter: Drafter | None, *, batch: ArrayLike,
+               step_gpu_s: ArrayLike, verify_gpu_s: ArrayLike, draft_gpu_s: ArrayLike,
+               passes: ArrayLike) -> RoundTime:
+    """The one round-time formula (module docstring): the engine's host and launch terms
+    around a round's achieved kernel seconds (datasheet-kernel seconds / `efficiency`).
+
+    batch: requests per round; step_gpu_s, verify_gpu_s, draft_gpu_s: achieved seconds of a
+    plain decoding step's kernels, of the verification pass's and of all the round's drafter
+    passes'; passes: sequential drafter passes per round (0: no drafting). All broadcast.
+    """
+    b = np.asarray(batch, dtype=np.float64)
+    kernels = model_kernels(engine, target)
+    added, hidden = round_host_parts(engine, drafter, b)
+    return RoundTime(
+        step_s=_pass_s(engine, np.asarray(step_gpu_s, dtype=np.float64), kernels, b),
+        verify_s=_pass_s(engine, np.asarray(verify_gpu_s, dtype=np.float64), kernels, b),
+        draft_s=_draft_s(engine, np.asarray(draft_gpu_s, dtype=np.float64), passes,
+                         drafter_kernels(engine, drafter)),
+        host_s=added, hidden_s=hidden)
 
 
 EXPERT_OPS = ("experts_up", "experts_down")
@@ -194,9 +278,9 @@ def engine_kernel_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
     GEMMs held to the per-expert floor, (S,)."""
     kernel = cost.time_s + quantized_extra_s(engine, hw, cost)
     if engine.moe_layer_s > 0.0:
-        kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s * efficiency(engine, hw)
+        kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s * efficiency(hw)
     if engine.moe_expert_floor_s > 0.0:
         units, experts = expert_parts(engine, hw, cost)
-        floor = units * engine.moe_expert_floor_s * efficiency(engine, hw)
+        floor = units * engine.moe_expert_floor_s * efficiency(hw)
         kernel = kernel + np.maximum(floor - experts, 0.0)
     return np.asarray(kernel)

@@ -274,10 +274,10 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     overhead: float | FloatArray = setup.round_overhead_s
     hidden: float | FloatArray = 0.0
     if setup.engine is not None:
-        baseline, verify, draft = _engine_times(setup, setup.engine, b, baseline, verify, draft,
-                                                np.where(grid_n > 0, passes, 0.0))
-        added, hidden = engine_time.round_host_parts(setup.engine, setup.drafter, b)
-        overhead = overhead + added
+        rt = _round_time(setup, setup.engine, b, baseline, verify,
+                         draft.reshape(b.size, k), np.where(grid_n > 0, passes, 0.0))
+        baseline, verify, draft = rt.step_s[:, 0], rt.verify_s, rt.draft_s
+        overhead, hidden = overhead + rt.host_s[:, 0], rt.hidden_s[:, 0]
     return SpeedupTable(
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
@@ -302,18 +302,18 @@ def _kernel_s(setup: Setup, cost: PassCost) -> FloatArray:
     return engine_time.engine_kernel_s(setup.engine, setup.hardware, cost)
 
 
-def _engine_times(setup: Setup, engine: Engine, batch: FloatArray, baseline: FloatArray,
-                  verify: FloatArray, draft: FloatArray, passes: FloatArray
-                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Kernel times turned into engine times (see `engine_time`)."""
-    hw = setup.hardware
-    kernels = engine_time.model_kernels(engine, setup.target)
+def _round_time(setup: Setup, engine: Engine, batch: FloatArray, baseline: FloatArray,
+                verify: FloatArray, draft: FloatArray, passes: FloatArray
+                ) -> engine_time.RoundTime:
+    """Kernel times (baseline (B,), verify and draft (B, K)) turned into the engine's round
+    (`engine_time.round_time`), every field (B, 1) or (B, K)."""
     if setup.drafter is None and setup.draft_cost == 0.0:
         passes = np.zeros_like(passes)  # free drafting (prompt lookup): no drafter pass
-    return (engine_time.pass_s(engine, hw, baseline, kernels, batch),
-            engine_time.pass_s(engine, hw, verify, kernels, batch[:, None]),
-            engine_time.draft_s(engine, hw, draft, passes,
-                                engine_time.drafter_kernels(engine, setup.drafter)))
+    e = engine_time.efficiency(setup.hardware)
+    return engine_time.round_time(
+        engine, setup.target, setup.drafter, batch=batch[:, None],
+        step_gpu_s=baseline[:, None] / e, verify_gpu_s=verify / e, draft_gpu_s=draft / e,
+        passes=passes.reshape(draft.shape))
 
 
 def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
