@@ -36,7 +36,12 @@ def _model(name: str) -> Any:
 
 
 class _Progress:
-    """A one-line progress bar on stderr (a line every 10% when stderr is not a terminal)."""
+    """A one-line progress bar on stderr (a line every 10% when stderr is not a terminal).
+
+    Not tqdm or rich.progress (both installed, via huggingface_hub and typer): this is the one
+    bar in specsim, its kernel labels must pass the terminal sanitizer anyway, and in a log
+    (stderr not a terminal) it writes ten plain lines where tqdm writes carriage-return frames.
+    """
 
     def __init__(self, title: str) -> None:
 
