@@ -543,8 +543,10 @@ def list_option_cases(rng: random.Random, count: int) -> list[Case]:
         atoms = [rng.choice(LIST_ATOMS) for _ in range(rng.randint(1, 4))]
         seps = [rng.choice([",", "-", ":", ",,", ";"]) for _ in atoms]
         text = "".join(a + s for a, s in zip(atoms, seps, strict=True))[:-1]
-        bad = any(a in ("-1", "nan", "inf", "1e999", "１", "²", "", " ") or len(a) > 20
-                  for a in atoms) or ";" in text  # ",," (an empty item) may be skipped
+        # an empty or blank item between others ("8,,1", "8, ") may be skipped; a list with
+        # no number at all may not
+        bad = any(a in ("-1", "nan", "inf", "1e999", "１", "²") or len(a) > 20
+                  for a in atoms) or ";" in text or not any(a.strip() for a in atoms)
         cases.append(CliCase(kind="list-option", label=f"{option}={text[:30]!r}",
                              args=(*commands[option], text), expect=INVALID if bad else EITHER,
                              needles=(option,)))
@@ -699,10 +701,15 @@ def _plan_files(opts: argparse.Namespace, plan: tuple[str, ...]) -> dict[str, by
     key = " ".join(plan)
     if key not in opts.references:
         folder = Path(tempfile.mkdtemp(prefix="specsim-adv-ref-"))
-        proc = _spawn((*plan, "--out", "ref"), folder, opts)
-        proc.wait(timeout=opts.hang_s * 3)
-        opts.references[key] = {p.name: p.read_bytes() for p in (folder / "ref").iterdir()}
-        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            proc = _spawn((*plan, "--out", "ref"), folder, opts)
+            _, err = proc.communicate(timeout=opts.hang_s * 3)
+            if proc.returncode != 0:
+                raise RuntimeError(f"the reference `specsim {' '.join(plan)}` failed: "
+                                   f"{err.decode(errors='replace')[-200:]}")
+            opts.references[key] = {p.name: p.read_bytes() for p in (folder / "ref").iterdir()}
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     reference: dict[str, bytes] = opts.references[key]
     return reference
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from specsim.specs.acceptance import constant_profile, rank_acceptance_geometric
 from specsim.specs.drafters import load_drafter
 from specsim.specs.hardware import load_hardware
-from specsim.speculation.acceptance import constant_profile, rank_acceptance_geometric
 from specsim.speculation.recommend import recommend
 from specsim.speculation.simulate import simulate_rounds
 from specsim.speculation.speedup import Setup, tree_candidates

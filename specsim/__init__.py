@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "Workload": "specsim.specs.workloads",
     "Precision": "specsim.specs.dtypes",
     "Setup": "specsim.speculation.speedup",
-    "AcceptanceProfile": "specsim.speculation.acceptance",
+    "AcceptanceProfile": "specsim.specs.acceptance",
     "Tree": "specsim.speculation.trees",
     "SpeedupTable": "specsim.speculation.speedup",
     "Recommendation": "specsim.speculation.recommend",
@@ -56,12 +56,12 @@ _EXPORTS: dict[str, str] = {
     "serving_memory": "specsim.forward.memory",
     "memory_plan": "specsim.forward.memory",
     # Acceptance and trees.
-    "tau_chain": "specsim.speculation.acceptance",
-    "tau_constant": "specsim.speculation.acceptance",
-    "speedup_constant_cost": "specsim.speculation.acceptance",
-    "conditional_acceptance": "specsim.speculation.acceptance",
-    "marginal_acceptance": "specsim.speculation.acceptance",
-    "constant_profile": "specsim.speculation.acceptance",
+    "tau_chain": "specsim.specs.acceptance",
+    "tau_constant": "specsim.specs.acceptance",
+    "speedup_constant_cost": "specsim.specs.acceptance",
+    "conditional_acceptance": "specsim.specs.acceptance",
+    "marginal_acceptance": "specsim.specs.acceptance",
+    "constant_profile": "specsim.specs.acceptance",
     "chain": "specsim.speculation.trees",
     "best_first_tree": "specsim.speculation.trees",
     # Speedup, recommendation, engine commands, capacity plan.
@@ -88,14 +88,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time `__getattr_
     from specsim.forward.memory import MemoryPlan, memory_plan, serving_memory
     from specsim.serving.plan import Plan, make_plan
     from specsim.serving.scenarios import load_scenario
-    from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION
-    from specsim.specs.drafters import Drafter, load_drafter
-    from specsim.specs.dtypes import Precision
-    from specsim.specs.engines import Engine, load_engine
-    from specsim.specs.hardware import Hardware, load_hardware
-    from specsim.specs.models import Model, load_model
-    from specsim.specs.workloads import Workload, load_workload
-    from specsim.speculation.acceptance import (
+    from specsim.specs.acceptance import (
         AcceptanceProfile,
         conditional_acceptance,
         constant_profile,
@@ -104,6 +97,13 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time `__getattr_
         tau_chain,
         tau_constant,
     )
+    from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION
+    from specsim.specs.drafters import Drafter, load_drafter
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.engines import Engine, load_engine
+    from specsim.specs.hardware import Hardware, load_hardware
+    from specsim.specs.models import Model, load_model
+    from specsim.specs.workloads import Workload, load_workload
     from specsim.speculation.recommend import Recommendation, engine_commands, recommend
     from specsim.speculation.setup import load_setup
     from specsim.speculation.speedup import Setup, SpeedupTable, speedup_sweep, speedup_table

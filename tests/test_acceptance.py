@@ -1,4 +1,4 @@
-"""Tests of specsim.speculation.acceptance: pinned to the seed's worked numbers, and re-derived."""
+"""Tests of specsim.specs.acceptance: pinned to the seed's worked numbers, and re-derived."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.speculation.acceptance import (
+from specsim.specs.acceptance import (
     AcceptanceProfile,
     conditional_acceptance,
     constant_profile,

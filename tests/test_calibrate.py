@@ -221,8 +221,8 @@ def test_calibration_moves_the_knee_and_shrinks_trees() -> None:
     """The calibrated A100 (fitted to Vidur's tables) bends near 128 tokens, so the best
     trees get smaller than on the datasheet profile."""
     from specsim.forward.cost import forward_time_s
+    from specsim.specs.acceptance import constant_profile
     from specsim.specs.drafters import load_drafter
-    from specsim.speculation.acceptance import constant_profile
     from specsim.speculation.recommend import recommend
     from specsim.speculation.speedup import Setup
 

@@ -38,8 +38,8 @@ def test_a_serving_scenario_is_a_workload_for_every_command() -> None:
     """`--workload chat` on speedup/recommend reads the plan's scenario file: its context, and
     the acceptance listed for the drafter's family (chat: DFlash tau 4.28 over a block of
     15, EAGLE-3 tau 2.77 over 7), else its default block."""
+    from specsim.specs.acceptance import alpha_from_tau
     from specsim.specs.workloads import load_workload
-    from specsim.speculation.acceptance import alpha_from_tau
 
     chat = load_workload("chat")
     assert chat.context == 330.0

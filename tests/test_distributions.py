@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import tau_chain
 from specsim.specs.prob_arrays import ProbArrays
-from specsim.speculation.acceptance import tau_chain
 from specsim.speculation.distributions import (
     acceptance_from_probs,
     block_survival,

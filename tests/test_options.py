@@ -18,11 +18,11 @@ from specsim.forward.cost import roofline
 from specsim.forward.memory import serving_memory
 from specsim.measurement.tables import measured_hardware
 from specsim.measurement.vidur import device_of_hardware, vidur_target
+from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import DEFAULT_HARDWARE
 from specsim.specs.dtypes import Precision
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model
-from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation.setup import load_setup
 from specsim.speculation.speedup import (
     Setup,

@@ -17,11 +17,11 @@ from specsim.serving.capacity import Setting, best_setting, pareto_front
 from specsim.serving.plan import make_plan
 from specsim.serving.policies import dspark_allocation, round_profile, simulate_policies
 from specsim.serving.scenarios import LengthDistribution, load_scenario
+from specsim.specs.acceptance import AcceptanceProfile, constant_profile
 from specsim.specs.hardware import load_hardware
 from specsim.specs.io import write_yaml
 from specsim.specs.models import load_model
 from specsim.specs.workloads import workload_to_yaml
-from specsim.speculation.acceptance import AcceptanceProfile, constant_profile
 from specsim.speculation.speedup import Setup
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

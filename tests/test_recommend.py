@@ -3,9 +3,9 @@ flags, and the memory limit."""
 
 from __future__ import annotations
 
+from specsim.specs.acceptance import constant_profile
 from specsim.specs.drafters import load_drafter
 from specsim.specs.hardware import load_hardware
-from specsim.speculation.acceptance import constant_profile
 from specsim.speculation.recommend import Choice, Recommendation, recommend, vllm_flag
 from specsim.speculation.speedup import Setup
 

@@ -13,7 +13,7 @@ import pytest
 from scipy.stats import chisquare
 
 from specsim.errors import SpecError
-from specsim.speculation.acceptance import rank_acceptance_geometric, tau_chain
+from specsim.specs.acceptance import rank_acceptance_geometric, tau_chain
 from specsim.speculation.simulate import (
     mean_and_standard_error,
     simulate_chain,

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import constant_profile, rank_acceptance_geometric, tau_constant
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model
-from specsim.speculation.acceptance import constant_profile, rank_acceptance_geometric, tau_constant
 from specsim.speculation.recommend import recommend
 from specsim.speculation.speedup import (
     Setup,

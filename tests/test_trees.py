@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.speculation.acceptance import rank_acceptance_geometric
+from specsim.specs.acceptance import rank_acceptance_geometric
 from specsim.speculation.speedup import tree_candidates
 from specsim.speculation.trees import Tree, best_first_tree, chain
 from tests.oracles import best_tree_depth_limited, ddtree, depth_limited_tau_table

@@ -231,7 +231,7 @@ def weights(
     check_int(block, "--block", low=1, high=MAX_POSITIONS)
     check_number(kappa, "--kappa", low=0.0, high=1e6, low_open=True)
 
-    from specsim.speculation.acceptance import tau_chain
+    from specsim.specs.acceptance import tau_chain
     from specsim.speculation.objectives import fixed_schedule, normalized_position_weights
 
     alphas = _alphas(alpha, block)

@@ -30,9 +30,9 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TREE_NODES
 from specsim.specs.io import MAX_NUMBER, decode_text, read_text
-from specsim.speculation.acceptance import AcceptanceProfile
 
 if TYPE_CHECKING:
     import http.client

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.drafters import Drafter
-from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation.recommend import Choice, Recommendation, sglang_algorithm
 from specsim.speculation.speedup import Setup
 from specsim.speculation.trees import Tree, best_first_tree, chain, sglang_tree

@@ -34,13 +34,13 @@ from specsim.serving.capacity import (
 )
 from specsim.serving.policies import PolicySweep, simulate_policies
 from specsim.serving.scenarios import Scenario, load_scenario
+from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engine_args import engine_args
 from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.io import builtin_names
 from specsim.specs.models import Model, load_model
-from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation.recommend import (
     Choice,
     EngineCommand,

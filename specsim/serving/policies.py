@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.forward.shapes import FloatArray
-from specsim.speculation.acceptance import AcceptanceProfile, rank_acceptance_geometric
+from specsim.specs.acceptance import AcceptanceProfile, rank_acceptance_geometric
 from specsim.speculation.speedup import Candidates, Setup, speedup_table, tree_candidates
 
 LOADS = (1, 2, 4, 8, 16, 32, 64, 128, 256)

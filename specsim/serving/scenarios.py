@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_CONTEXT_TOKENS
 from specsim.specs.drafters import Drafter
 from specsim.specs.io import Fields, read_spec_file, resolve_path
 from specsim.specs.names import read_display_name
 from specsim.specs.workloads import acceptance_profile, family_profiles, workload_context
-from specsim.speculation.acceptance import AcceptanceProfile
 
 # z of the standard normal at the 90th percentile: p90 = median exp(Z90 sigma).
 Z90 = 1.2815515655446004

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.cache import (
     CacheLayout,
     CacheSegment,
@@ -25,7 +26,6 @@ from specsim.specs.models import Model, load_model
 from specsim.specs.names import read_checkpoint, read_display_name, read_hub_id
 from specsim.specs.params import weight_bytes as model_weight_bytes
 from specsim.specs.workloads import acceptance_profile
-from specsim.speculation.acceptance import AcceptanceProfile
 
 Cache = Literal["own_layers", "model", "none"]
 RoundCost = Literal["autoregressive", "parallel", "target_heads"]

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specsim.errors import SpecError
-from specsim.specs.defaults import MAX_CONTEXT_TOKENS
-from specsim.specs.io import Fields, read_spec_file, resolve_path, show
-from specsim.specs.names import display_name_problem, read_display_name, require
-from specsim.speculation.acceptance import (
+from specsim.specs.acceptance import (
     GEOMETRIC_RANKS,
     AcceptanceProfile,
     alpha_from_tau,
     rank_acceptance_geometric,
 )
+from specsim.specs.defaults import MAX_CONTEXT_TOKENS
+from specsim.specs.io import Fields, read_spec_file, resolve_path, show
+from specsim.specs.names import display_name_problem, read_display_name, require
 
 
 def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:

@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import AcceptanceProfile, rank_acceptance_geometric
 from specsim.specs.prob_arrays import ProbArrays
-from specsim.speculation.acceptance import AcceptanceProfile, rank_acceptance_geometric
 from specsim.speculation.distances import overlap
 
 FloatArray = npt.NDArray[np.float64]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
-from specsim.speculation.acceptance import PROBABILITY_TOLERANCE
+from specsim.specs.acceptance import PROBABILITY_TOLERANCE
 
 # A YAML document rather than CSV: a block list ("- 0.5") or a mapping ("ranks: ...").
 _YAML_BLOCK = re.compile(r"-(?:\s|$)|[^\n]*:")

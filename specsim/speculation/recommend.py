@@ -19,10 +19,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.drafters import Drafter
 from specsim.specs.engine_args import engine_args, sglang_problems, vllm_problems
 from specsim.specs.names import one_line
-from specsim.speculation.acceptance import AcceptanceProfile
 from specsim.speculation.speedup import (
     AUTOREGRESSIVE_DEPTHS,
     OBJECTIVES,

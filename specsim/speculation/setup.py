@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import AcceptanceProfile, constant_profile
 from specsim.specs.defaults import (
     DEFAULT_CONTEXT_TOKENS,
     DEFAULT_ENGINE,
@@ -23,7 +24,6 @@ from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import Model, check_tensor_parallel, load_model
 from specsim.specs.workloads import Workload, load_workload
-from specsim.speculation.acceptance import AcceptanceProfile, constant_profile
 from specsim.speculation.speedup import Setup
 
 MAX_DRAFT_COST = 100.0  # a drafter pass costing 100 target steps can never pay off

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
-from specsim.speculation.acceptance import PROBABILITY_TOLERANCE
+from specsim.specs.acceptance import PROBABILITY_TOLERANCE
 from specsim.speculation.trees import Tree
 from specsim.speculation.verification import RoundBatch, verification_rule
 

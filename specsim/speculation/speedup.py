@@ -22,13 +22,13 @@ from specsim.errors import SpecError
 from specsim.forward.cost import PassCost, pass_cost
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
+from specsim.specs.acceptance import AcceptanceProfile, marginal_acceptance, tau_prefixes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
 from specsim.speculation import engine_time
-from specsim.speculation.acceptance import AcceptanceProfile, marginal_acceptance, tau_prefixes
 from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
 from specsim.speculation.trees import (
     ORDERED_DP_MAX_NODES,

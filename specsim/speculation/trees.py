@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
-from specsim.speculation.acceptance import (
+from specsim.specs.acceptance import (
     PROBABILITY_TOLERANCE,
     marginal_acceptance,
     tau_prefixes,

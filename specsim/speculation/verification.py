@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
+from specsim.specs.acceptance import tau_chain
 from specsim.speculation import distances
-from specsim.speculation.acceptance import tau_chain
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
