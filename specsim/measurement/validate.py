@@ -6,11 +6,11 @@ the speedup over plain decoding; tokens/s with speculation (tau B / round time) 
 gives no speedup; tokens/s of plain decoding (B / step time) for a `plain` row. With the engine's
 host terms at zero, the row's achieved kernel times (baseline, verification, drafting) are
 computed once; the engine terms then enter through the one round-time formula,
-`speculation.engine_time.round_time`, as in every other command.
-The terms an engine fits
-(`Engine.fittable`) are fitted, bounded to their physical ranges, by least squares on the log
-error over the rows of that engine from every other source, and the row is predicted with that
-fit: the error reported is held out.
+`speculation.engine_time.round_time`, as in every other command. The terms an engine fits
+(`Engine.fittable`: those under its YAML's `fitted:`) are fitted, bounded to the physical
+ranges stated there (`Engine.fit_range`), by least squares on the log error over the rows of
+that engine from every other source, and the row is predicted with that fit: the error
+reported is held out.
 """
 
 from __future__ import annotations
