@@ -1,0 +1,126 @@
+"""The package's import graph: no cycle between modules, and layers import downward only.
+
+Every `import` of a specsim module is read with `ast`, wherever it stands: at the top, inside
+functions (lazy imports) and under `if TYPE_CHECKING:` (a type-only import is still a
+dependency a reader follows, and a cycle through it is still a cycle).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "specsim"
+
+# Lowest first: a module may import its own layer and the layers listed before it (a tuple is
+# one layer). `engines` (each serving engine's command line) sits beside `speculation`, whose
+# recommendation it renders and which asks it what an engine runs; `measurement` (profiling,
+# calibration, validation against measured rows) uses the model layers and `serving` quotes its
+# held-out error; `present` formats, the public API (`specsim/__init__.py`) re-exports, and `cli`
+# parses options, on top.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",), ("specs",), ("forward",), ("speculation", "engines"), ("measurement",),
+    ("serving",), ("present",), ("api",), ("cli",),
+)
+# Modules at the package root that are not a layer of their own.
+ROOT_MODULES = {"specsim": "api", "specsim.__main__": "cli"}
+RANK = {name: i for i, group in enumerate(LAYERS) for name in group}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(path: Path, name: str, known: set[str]) -> set[str]:
+    """The specsim modules `path` imports (a `from pkg import mod` names the submodule)."""
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "specsim"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            if base.split(".")[0] != "specsim":
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imported(path, name, set(mods)) for name, path in mods.items()}
+
+
+def layer(name: str) -> str:
+    if name in ROOT_MODULES:
+        return ROOT_MODULES[name]
+    return name.split(".")[1]
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a path [a, b, ..., a], or None (depth-first search, sorted for determinism)."""
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)) is not None:
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)) is not None:
+            return cycle
+    return None
+
+
+def test_the_reader_sees_lazy_type_only_and_relative_imports(tmp_path: Path) -> None:
+    source = ("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
+              "import specsim.errors\nif TYPE_CHECKING:\n    from specsim.specs import models\n"
+              "def f():\n    from specsim.forward.cost import pass_cost\n"
+              "from . import hardware\n")
+    path = tmp_path / "x.py"
+    path.write_text(source, encoding="utf-8")
+    known = {"specsim.errors", "specsim.specs.models", "specsim.forward.cost",
+             "specsim.specs.hardware", "specsim.specs"}
+    assert imported(path, "specsim.specs.x", known) == {
+        "specsim.errors", "specsim.specs.models", "specsim.forward.cost", "specsim.specs.hardware"}
+
+
+def test_find_cycle_finds_one_and_only_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_every_module_is_in_a_layer() -> None:
+    assert {layer(m) for m in modules()} <= set(RANK)
+
+
+def test_no_import_cycle() -> None:
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("low,high", [(a, b) for a in RANK for b in RANK if RANK[a] < RANK[b]])
+def test_layers_import_downward_only(low: str, high: str) -> None:
+    upward = sorted(f"{m} -> {d}" for m, deps in graph().items() for d in deps
+                    if layer(m) == low and layer(d) == high)
+    assert not upward, f"{low} imports {high}, a higher layer: " + "; ".join(upward)
