@@ -10,12 +10,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from specsim.forward.cost import pass_cost
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION
-from specsim.forward.shapes import batch_mix_passes
 from specsim.present.document import Row, png_bytes
+from specsim.serving.curves import tn_curves_s
 from specsim.serving.plan import Plan, memory_by_context
 from specsim.specs.hardware import Efficiency, Hardware, expected_efficiency
 
@@ -54,15 +51,10 @@ def tn_curves(hw: Hardware) -> list[tuple[str, Hardware]]:
 
 def tn_rows(plan: Plan) -> list[Row]:
     """T(n) of the target at the answer's TP with no cached context, one column per curve."""
-    from specsim.speculation.engine_time import expected_kernel_s
-
-    n = np.asarray(TOKENS, dtype=np.float64)
-    shape = batch_mix_passes(1.0, n, np.array([0.0]))
     tp = plan.best.tp if plan.best else 1
+    curves = [(label, hw, label == EXPECTED_LABEL) for label, hw in tn_curves(plan.hardware)]
     rows: list[Row] = [{"tokens n": int(k)} for k in TOKENS]
-    for label, hw in tn_curves(plan.hardware):
-        times = (expected_kernel_s(hw, plan.model, shape, tp=tp) if label == EXPECTED_LABEL
-                 else pass_cost(plan.model, hw, shape, tp=tp).time_s)
+    for label, times in tn_curves_s(plan.model, curves, TOKENS, tp=tp).items():
         for row, t in zip(rows, times, strict=True):
             row[label] = float(t) * 1e3
     return rows
