@@ -128,7 +128,7 @@ def test_cpu_profile_calibrate_predict_runs(cpu_profile: Path, cpu_hardware: Pat
     """
     points, _ = from_specsim(cpu_profile)
     result = calibrate(points, load_hardware(str(cpu_hardware)), source="test",
-                       accept_implausible=True)
+                       accept_implausible=True, accept_worse=True)
     assert set(result.points["split"]) == {"train", "holdout"}
     held = result.layer_errors[result.layer_errors["split"] == "holdout"]
     assert len(held) and np.isfinite(held["mape_calibrated"]).all()
@@ -140,7 +140,8 @@ def test_calibrated_profile_round_trips(cpu_profile: Path, cpu_hardware: Path,
                                         tmp_path: Path) -> None:
     points, _ = from_specsim(cpu_profile)
     hw = load_hardware(str(cpu_hardware))
-    result = calibrate(points, hw, source="test run", accept_implausible=True)
+    result = calibrate(points, hw, source="test run", accept_implausible=True,
+                       accept_worse=True)
     out = tmp_path / "calibrated.yaml"
     write_yaml(out, calibrated_yaml(read_yaml(Path(hw.path)), result, source="test run"),
                force=False)
@@ -285,9 +286,10 @@ def test_profile_and_calibrate_commands(tmp_path: Path, cpu_hardware: Path) -> N
     assert again.returncode == 2 and "--force" in again.stderr
     out, pred = tmp_path / "cal.yaml", tmp_path / "pred.csv"
     fit = run("calibrate", str(profile), "--hardware", str(cpu_hardware), "--out", str(out),
-              "--predictions", str(pred), "--model", "tiny", "--accept-implausible", "--force")
-    # --force: whether a fit of real CPU timings beats the nominal datasheet depends on how
-    # loaded this machine is; this test checks that the loop runs and writes, not the fit.
+              "--predictions", str(pred), "--model", "tiny", "--accept-implausible",
+              "--accept-worse")
+    # --accept-worse: whether a fit of real CPU timings beats the nominal datasheet depends on
+    # how loaded this machine is; this test checks that the loop runs and writes, not the fit.
     assert fit.returncode == 0, fit.stderr
     rows = pd.read_csv(pred)
     assert {"measured_s", "predicted_s", "split"} <= set(rows.columns)
@@ -326,10 +328,50 @@ def test_calibrated_profile_is_named_for_the_measured_device(
         cpu_profile: Path, cpu_hardware: Path, tmp_path: Path) -> None:
     out = tmp_path / "cal.yaml"
     fit = run("calibrate", str(cpu_profile), "--hardware", str(cpu_hardware), "--out",
-              str(out), "--force", "--accept-implausible")
+              str(out), "--accept-worse", "--accept-implausible")
     assert fit.returncode == 0, fit.stderr
     device = read_profile(cpu_profile)[1]["device"]
     assert load_hardware(str(out)).name == f"{device} (calibrated; datasheet: nominal CPU)"
+    # the same naming from the library, as a notebook calls it
+    result = calibrate(from_specsim(cpu_profile)[0], load_hardware(str(cpu_hardware)),
+                       source="x", measured_on=device, accept_implausible=True,
+                       accept_worse=True)
+    assert result.hardware.name == f"{device} (calibrated; datasheet: nominal CPU)"
+
+
+def test_calibrate_from_a_notebook_refuses_another_device(cpu_profile: Path) -> None:
+    """The device check is the library's: calibrate() refuses a CPU profile for an H100
+    datasheet, naming the flag that accepts it, and names an accepted result for the CPU."""
+    points = from_specsim(cpu_profile)[0]
+    with pytest.raises(SpecError, match="not on a GPU named H100.*allow_device_mismatch=True"):
+        calibrate(points, load_hardware("h100-sxm"), source="x", measured_on="AMD EPYC 7B13")
+
+
+def test_worse_than_datasheet_is_the_librarys_refusal(synthetic_profile: Path,
+                                                      cpu_hardware: Path) -> None:
+    """A fit worse than the datasheet is refused by calibrate() itself: a profile whose times
+    are exactly the nominal datasheet's predicts them with 0% error, which no fit can beat, so
+    any fitted deviation makes it worse; accept_worse keeps it with a warning."""
+    from specsim.measurement.calibrate import predict_s
+    from specsim.measurement.device_match import WorseThanDatasheet, worse_than_datasheet
+
+    hw = load_hardware(str(cpu_hardware))
+    points = from_specsim(synthetic_profile)[0]
+    exact = points.assign(time_s=predict_s(points, hw))
+    try:
+        result = calibrate(exact, hw, source="x", accept_implausible=True)
+    except WorseThanDatasheet as err:
+        assert "worse than the datasheet" in str(err) and err.parameter == "accept_worse"
+        assert err.calibration.hardware.is_calibrated
+        kept = calibrate(exact, hw, source="x", accept_implausible=True, accept_worse=True)
+        assert any("worse than the datasheet" in w for w in kept.warnings)
+    else:  # the fit recovered the datasheet exactly: then it is no worse on any split
+        assert worse_than_datasheet(result.errors) == ""
+    # the rule itself, on an error table derived by hand (weighted by points)
+    errors = pd.DataFrame({"split": ["train", "holdout"], "points": [1, 1],
+                           "mape_calibrated": [10.0, 30.0], "mape_datasheet": [20.0, 20.0]})
+    assert worse_than_datasheet(errors).startswith("holdout MAPE")
+    assert worse_than_datasheet(errors.assign(mape_calibrated=[10.0, 20.0])) == ""
 
 
 def test_overall_mape_weights_each_split_by_its_points() -> None:
@@ -347,7 +389,8 @@ def test_overall_mape_weights_each_split_by_its_points() -> None:
 def test_calibrate_reports_fitted_fractions_and_flags_an_implausible_bandwidth() -> None:
     """The fitted GEMM fractions are printed with what they mean for the GPU, and a fit far
     below what real GPUs stream (75-90% of the datasheet, DESIGN.md section 9) is flagged."""
-    from specsim.cli.measurement import _fitted_efficiency, _implausible_efficiency
+    from specsim.measurement.device_match import fitted_efficiency as _fitted_efficiency
+    from specsim.measurement.device_match import low_bandwidth as _implausible_efficiency
 
     datasheet = load_hardware("a100-80g-sxm")  # 2,039 GB/s, 312 bf16 TFLOPS (datasheet)
     fitted = _fitted_efficiency(load_hardware("calibrated/a100-80g-sxm-vidur"), datasheet)

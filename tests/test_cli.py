@@ -47,9 +47,9 @@ def test_models_list_and_show() -> None:
 
 def test_roofline_table_and_json() -> None:
     rows = json.loads(ok("roofline", "--hardware", "h100-sxm", "--model", "llama-3.1-8b",
-                         "--tokens", "1,8,4096", "--json"))["rows"]
+                         "--tokens", "1,8,4096", "--context", "0", "--json"))["rows"]
     assert [r["tokens"] for r in rows] == [1, 8, 4096]
-    # 15.0 GB of weights (all but the embedding table) / 3.35 TB/s
+    # no cache read (context 0): 15.0 GB of weights (all but the embedding table) / 3.35 TB/s
     assert rows[0]["time_ms"] == pytest.approx(4.48, abs=0.02)
     assert rows[0]["bound"] == "memory" and rows[2]["bound"] == "compute"
     assert set(rows[0]) >= {"tokens", "time_ms", "bound", "bytes", "flops"}
@@ -82,7 +82,8 @@ def test_import_writes_and_refuses_to_overwrite(tmp_path: Path) -> None:
     assert again.returncode != 0 and "--force" in again.stderr
     assert out.read_text() == before
     assert run("models", "import", str(config), "--out", str(out), "--force").returncode == 0
-    rows = json.loads(ok("roofline", "--model", str(out), "--tokens", "1", "--json"))["rows"]
+    rows = json.loads(ok("roofline", "--model", str(out), "--tokens", "1", "--context", "0",
+                         "--json"))["rows"]
     assert rows[0]["time_ms"] == pytest.approx(4.48, abs=0.02)
 
 

@@ -73,17 +73,18 @@ def test_acceptance_fit_writes_a_workload(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, message", [
     (["recommend", "--alpha", "1.5"], "option --alpha: must be in [0, 1]"),
     (["recommend", "--alpha", "0.8", "--workload", "chat-dflash-qwen3-8b"],
-     "give --alpha or --workload, not both"),
+     "option --alpha: give a constant alpha or a workload, not both"),
     (["recommend", "--drafter", "eagle3-llama-3.1-8b", "--model", "llama-3.1-70b"],
      "eagle3-llama-3.1-8b (made for llama-3.1-8b) does not fit target llama-3.1-70b"),
     (["recommend", "--drafter", "mtp-deepseek-v3", "--model", "qwen3-30b-a3b"],
      "mtp-deepseek-v3 (made for deepseek-v3) does not fit target qwen3-30b-a3b"),
-    (["recommend", "--model", "mixtral-8x7b"],
-     "dflash-qwen3-8b (made for qwen3-8b) does not fit target mixtral-8x7b"),
+    (["recommend", "--model", "mixtral-8x7b"],  # the default drafter is for its target only
+     "no acceptance (no drafter given): give a constant alpha or a workload"),
     (["recommend", "--shape", "ring"], "option --shape"),
     (["speedup", "--shape", "ring", "--alpha", "0.5", "--draft-cost", "0.1"],
      "shape 'ring' is not one of"),
-    (["speedup", "--alpha", "0.5"], "give a drafter or a relative draft cost"),
+    (["speedup", "--model", "llama-3.1-8b", "--alpha", "0.5"],
+     "option --draft-cost: give a drafter or a relative draft cost"),
     (["recommend", "--workload", "nope"], "unknown workload 'nope'"),
     (["acceptance", "fit", "missing.txt", "--out", "x.yaml"], "missing.txt: cannot read"),
 ])

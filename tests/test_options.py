@@ -19,7 +19,13 @@ from specsim.forward.memory import serving_memory
 from specsim.measurement.tables import measured_hardware
 from specsim.measurement.vidur import device_of_hardware, vidur_target
 from specsim.specs.acceptance import AcceptanceProfile
-from specsim.specs.defaults import DEFAULT_HARDWARE
+from specsim.specs.defaults import (
+    DEFAULT_CONTEXT_TOKENS,
+    DEFAULT_DRAFTER,
+    DEFAULT_ENGINE,
+    DEFAULT_HARDWARE,
+    DEFAULT_MODEL,
+)
 from specsim.specs.dtypes import Precision
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model
@@ -125,10 +131,16 @@ def test_acceptance_precedence() -> None:
     assert setup.context == (1024.0, 32768.0) and setup.target.slug == "qwen3-8b"
     with pytest.raises(SpecError, match="no acceptance"):
         load_setup(model="llama-3.1-8b")  # no drafter, no alpha, no workload
-    with pytest.raises(SpecError, match="not both"):
+    with pytest.raises(SpecError, match="^alpha: give a constant alpha or a workload, not") \
+            as both:
         load_setup(alpha=0.5, workload="chat-dflash-qwen3-8b")
+    assert both.value.parameter == "alpha"
+    # nothing given: the one default setup (the default drafter on its target)
     setup, _ = load_setup(alpha=0.5)
-    assert setup.target.slug == "llama-3.1-8b" and setup.hardware.slug == DEFAULT_HARDWARE
+    assert (setup.target.slug, setup.hardware.slug) == (DEFAULT_MODEL, DEFAULT_HARDWARE)
+    assert setup.drafter is not None and setup.drafter.slug == DEFAULT_DRAFTER
+    setup, _ = load_setup(model="llama-3.1-8b", alpha=0.5, draft_cost=0.1)
+    assert setup.drafter is None  # no drafter is guessed for another model
 
 
 def test_best_per_nodes_is_the_best_depth_cap() -> None:
@@ -205,3 +217,157 @@ def test_json_on_import_and_acceptance_fit(tmp_path: Path) -> None:
     mixed = run("acceptance", "fit", str(metrics), "--out", str(tmp_path / "x.yaml"),
                 "--context", "1024,32768")
     assert mixed.returncode == 2 and "one context length" in mixed.stderr
+
+
+
+# ------------------------------------------------ one default setup, one meaning per option
+
+
+@pytest.mark.parametrize("command", ["speedup", "recommend", "roofline", "memory"])
+def test_every_command_runs_with_no_options_on_the_one_default_setup(command: str) -> None:
+    """`specsim X` alone runs, and every command's setup line names the same GPU, model and
+    context (and, where a command times rounds, the same engine and drafter)."""
+    setup = ok(command).splitlines()[0]
+    assert setup.startswith(f"setup: {DEFAULT_MODEL} on {DEFAULT_HARDWARE}")
+    assert f"context {DEFAULT_CONTEXT_TOKENS:,.0f} tokens" in setup
+    if command != "memory":
+        assert f"engine {DEFAULT_ENGINE}" in setup
+    if command in ("speedup", "recommend"):
+        assert f"drafter {DEFAULT_DRAFTER}" in setup
+
+
+def test_plan_runs_with_no_options(tmp_path: Path) -> None:
+    """`specsim plan` alone writes its report into ./specsim-report."""
+    result = run("plan", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = (tmp_path / "specsim-report" / "report.md").read_text()
+    assert DEFAULT_MODEL in report.lower() or "qwen3" in report.lower()
+
+
+def test_speedup_alone_is_the_default_drafter_not_an_error() -> None:
+    """No drafter given: the default drafter on its target, the same table as naming it."""
+    assert ok("speedup", "--batch", "1", "--nodes", "4") == \
+        ok("speedup", "--drafter", DEFAULT_DRAFTER, "--batch", "1", "--nodes", "4")
+
+
+def _defaults(option: str) -> dict[str, object]:
+    """Each command's default of `option` (by its long name), from the CLI's own parser."""
+    import typer
+
+    from specsim.cli import app
+
+    found: dict[str, object] = {}
+
+    def walk(command: object, path: str) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{path} {name}".strip())
+        for param in getattr(command, "params", []):
+            if option in getattr(param, "opts", ()):
+                found[path] = param.default
+    walk(typer.main.get_command(app), "")
+    return found
+
+
+@pytest.mark.parametrize(("option", "default"), [
+    ("--engine", DEFAULT_ENGINE), ("--context", None), ("--tp", 1), ("--ep", 1),
+    ("--kv-dtype", "bf16"), ("--weight-dtype", ""), ("--json", False)])
+def test_an_option_has_one_default_on_every_command(option: str, default: object) -> None:
+    """--context None means everywhere: a --workload's context, else the default 2,048."""
+    found = _defaults(option)
+    assert len(found) >= 2, found
+    assert set(found.values()) == {default}, found
+
+
+def test_hardware_and_model_default_to_the_one_setup() -> None:
+    hardware = _defaults("--hardware")
+    # calibrate: None means DEFAULT_HARDWARE, or a Vidur folder's own device
+    assert {v for k, v in hardware.items() if k != "calibrate"} == {DEFAULT_HARDWARE}
+    models = _defaults("--model")
+    # speedup, recommend: None = the drafter's target, which is DEFAULT_MODEL by default;
+    # calibrate, profile: the profile's model (a check, or what to time)
+    assert {models[c] for c in ("roofline", "memory", "plan")} == {DEFAULT_MODEL}
+    assert models["speedup"] is None and models["recommend"] is None
+
+
+# ------------------------------------------- validation in the library, named by parameter
+
+
+def test_library_errors_name_the_parameter_and_the_cli_the_option() -> None:
+    from specsim.speculation.recommend import recommend
+
+    setup, profile = load_setup()
+    with pytest.raises(SpecError) as err:
+        recommend(setup, profile, [1], max_nodes=0)
+    assert str(err.value) == "max_nodes: must be in 1..4,096, got 0"
+    assert err.value.parameter == "max_nodes"
+    refused = run("recommend", "--max-nodes", "0")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == \
+        "specsim: error: option --max-nodes: must be in 1..4,096, got 0"
+    with pytest.raises(SpecError, match=r"^tp: must be in 1\.\.64, got 0$"):
+        load_setup(tp=0)
+    assert "option --tp: must be in 1..64, got 0" in run("speedup", "--tp", "0").stderr
+
+
+@pytest.mark.parametrize("command", [["recommend"], ["plan", "--out", "unused"]])
+def test_the_same_option_has_the_same_bounds_on_every_command(command: list[str]) -> None:
+    refused = run(*command, "--min-tokens-per-s-per-user", "-1")
+    assert refused.returncode == 2
+    assert "option --min-tokens-per-s-per-user: must be in [0, 1e+06], got -1" in refused.stderr
+
+
+def test_a_zero_per_user_floor_is_accepted_by_recommend_and_plan() -> None:
+    """0 tokens/s per user is "no floor" on both commands (plan refused it before)."""
+    from specsim.serving.plan import make_plan
+
+    ok("recommend", "--min-tokens-per-s-per-user", "0", "--batch", "1")
+    with pytest.raises(SpecError, match="^target_tokens_per_s: must be in"):
+        make_plan(hardware=DEFAULT_HARDWARE, model=DEFAULT_MODEL, drafters=None,
+                  engine=DEFAULT_ENGINE, workload="chat", min_tokens_per_s_per_user=0.0,
+                  target_tokens_per_s=0.0)  # the floor passes; the throughput is refused
+
+
+def test_flags_named_in_library_messages_become_options() -> None:
+    """The library says "pass accept_worse=True"; the command line says "--accept-worse"."""
+    from specsim.cli.common import option_text
+    from specsim.measurement.device_match import WorseThanDatasheet
+
+    err = WorseThanDatasheet("holdout MAPE 30% calibrated vs 20% datasheet", calibration=None)
+    assert str(err).endswith("pass accept_worse=True to keep it")
+    assert option_text(str(err), err.parameter).endswith("pass --accept-worse to keep it")
+    assert option_text("fmt: must be one of specsim, vidur", "fmt") == \
+        "option --format: must be one of specsim, vidur"
+    assert option_text("a fmt: b", "fmt") == "a fmt: b"  # only a leading parameter
+
+
+def test_version() -> None:
+    from importlib import metadata
+
+    assert ok("--version").strip() == f"specsim {metadata.version('specsim')}"
+
+
+# ------------------------------------------------------ one loader, one type for workloads
+
+
+def test_one_workload_loader_for_scenarios_and_fitted_files(tmp_path: Path) -> None:
+    """A scenario name and a workload YAML load through the same function into the same
+    type; a file without lengths gets its context as the prompt and 512 output tokens."""
+    from specsim.serving.scenarios import Scenario, load_scenario
+    from specsim.specs.io import write_yaml
+    from specsim.specs.workloads import Workload, load_workload, workload_to_yaml
+
+    assert Scenario is Workload and load_scenario is load_workload
+    chat = load_workload("chat")
+    assert chat.lengths_given and chat.prompt.median > 0
+    path = tmp_path / "fitted.yaml"
+    write_yaml(path, workload_to_yaml("fitted", AcceptanceProfile(position_alphas=(0.8, 0.5),
+                                                                  source="hand"),
+                                      context=1000.0, counts_source="hand"), force=False)
+    fitted = load_workload(str(path))
+    assert not fitted.lengths_given
+    assert (fitted.context, fitted.prompt.median, fitted.output.median) == (1000.0, 1000.0,
+                                                                           512.0)
+    assert fitted.acceptance.position_alphas == (0.8, 0.5)
+    # --workload means the same for speedup and plan: both take the scenario and the file
+    assert ok("speedup", "--workload", "chat", "--batch", "1", "--nodes", "4")
+    assert ok("speedup", "--workload", str(path), "--batch", "1", "--nodes", "4")

@@ -23,7 +23,7 @@ from specsim.cli import (  # noqa: F401  (registers)
     validate,
     workloads,
 )
-from specsim.cli.common import app
+from specsim.cli.common import app, option_text
 from specsim.errors import SpecError
 
 __all__ = ["app", "main"]
@@ -52,7 +52,8 @@ def main() -> None:
     try:
         code = _command()(standalone_mode=False)
     except SpecError as err:
-        typer.echo(f"specsim: error: {one_line(str(err))}", err=True)
+        typer.echo(f"specsim: error: {one_line(option_text(str(err), err.parameter))}",
+                   err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("specsim: interrupted", err=True)

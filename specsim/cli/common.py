@@ -4,6 +4,7 @@ Heavy libraries (numpy, pandas, matplotlib) are imported inside the commands, so
 `specsim --help` starts fast.
 """
 
+import re
 from typing import Annotated, Any
 
 import typer
@@ -39,6 +40,7 @@ HardwareOpt = Annotated[str, typer.Option(
     help="GPU profile: a built-in slug (`specsim hardware list`) or a YAML path.")]
 ModelOpt = Annotated[str, typer.Option(
     "--model", "-m", help="Target model: a built-in slug (`specsim models list`) or a YAML path.")]
+DEFAULT_ENGINE = defaults.DEFAULT_ENGINE
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree (GPUs per replica).")]
 EpOpt = Annotated[int, typer.Option(
     "--ep", help="Expert-parallel degree: GPUs the routed experts of a MoE model are spread "
@@ -47,14 +49,50 @@ EpOpt = Annotated[int, typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON rows.")]
 ContextOpt = Annotated[str | None, typer.Option(
     "--context", help="Cached tokens per request, or a mix of lengths the batch's requests "
-    "spread over evenly (e.g. 1024,32768). Where no default is shown: a --workload's context, "
-    f"else {defaults.DEFAULT_CONTEXT_TOKENS:.0f}.")]
+    "spread over evenly (e.g. 1024,32768). Default: a --workload's context, else "
+    f"{defaults.DEFAULT_CONTEXT_TOKENS:.0f}.")]
+EngineOpt = Annotated[str, typer.Option(
+    "--engine", help="Serving engine whose host and launch terms each pass and round pays "
+    "(`specsim engines list`: hf-eager, vllm, sglang); roofline = the idealized GPU with no "
+    "engine (kernels only). NAME:sync / NAME:overlap time speculative rounds with their host "
+    "work after / during the GPU's (sglang overlaps by default, as SGLang 0.5.23 does; "
+    "sglang:sync is SGLang before spec v2).")]
+DrafterOpt = Annotated[str | None, typer.Option(
+    "--drafter", "-d", help="Drafter spec: a built-in slug (`specsim drafters list`) or a YAML "
+    "path. Its architecture sets the drafting cost; its published acceptance is the default. "
+    f"Default: {defaults.DEFAULT_DRAFTER} when the model is its target "
+    f"({defaults.DEFAULT_MODEL}), else none.")]
 WeightDtypeOpt = Annotated[str, typer.Option(
     "--weight-dtype", help=f"Stored weight dtype ({DTYPES}; default: the model's).")]
 KvDtypeOpt = Annotated[str, typer.Option(
     "--kv-dtype", help=f"KV-cache dtype ({DTYPES}): bytes read per pass and cached per token.")]
 ComputeDtypeOpt = Annotated[str, typer.Option(
     "--compute-dtype", help="Tensor-core dtype whose peak flops the GEMMs run at.")]
+
+
+# Library parameters whose option is not the parameter's name with dashes.
+OPTION_OF_PARAMETER = {
+    "fmt": "--format",
+    "target_tokens_per_s": "--target-throughput",
+    "train_models": "--train",
+    "drafters": "--drafter",
+}
+# Flags a library message may tell the caller to set ("pass accept_worse=True").
+_FLAG = re.compile(r"\b(accept_worse|accept_implausible|allow_device_mismatch)=True\b")
+
+
+def option_name(parameter: str) -> str:
+    """The command-line option of a library parameter: max_nodes -> --max-nodes."""
+    return OPTION_OF_PARAMETER.get(parameter, "--" + parameter.replace("_", "-"))
+
+
+def option_text(text: str, parameter: str | None = None) -> str:
+    """A library message as the command line says it: the parameter that starts it becomes its
+    option ("max_nodes: ..." -> "option --max-nodes: ..."), and flags to set ("accept_worse=True")
+    their options ("--accept-worse"). The one place parameter names become option names."""
+    if parameter and text.startswith(parameter) and text[len(parameter):][:1] in (":", " "):
+        text = f"option {option_name(parameter)}{text[len(parameter):]}"
+    return _FLAG.sub(lambda m: option_name(m.group(1)), text)
 
 
 def echo(text: str) -> None:
@@ -129,28 +167,18 @@ def _cut(text: str, width: int = 40) -> str:
     return repr(text) if len(text) <= width else repr(text[: width - 3] + "...")
 
 
-def check_number(value: float | None, option: str, *, low: float, high: float,
-                 low_open: bool = False) -> None:
-    """A finite option value in [low, high] (or (low, high]); one line naming the option."""
-    if value is None:
-        return
-    below = value <= low if low_open else value < low
-    if value != value or below or value > high:
-        bracket = "(" if low_open else "["
-        raise SpecError(f"option {option}: must be in {bracket}{low:g}, {high:g}], got {value:g}")
-
-
-def check_int(value: int | None, option: str, *, low: int, high: int) -> None:
-    if value is not None and not low <= value <= high:
-        raise SpecError(f"option {option}: must be in {low}..{high:,}, got {value:,}")
-
-
 def parse_context(text: str | None) -> float | tuple[float, ...] | None:
     """--context: one length (a float), a mix (a tuple of floats), or None when not given."""
     if text is None:
         return None
     mix = tuple(float(c) for c in parse_ints(text, "--context"))
     return mix[0] if len(mix) == 1 else mix
+
+
+def context_tokens(text: str | None) -> float | tuple[float, ...]:
+    """--context where no workload gives one: the option's value, else the default."""
+    context = parse_context(text)
+    return defaults.DEFAULT_CONTEXT_TOKENS if context is None else context
 
 
 def precision(weight_dtype: str = "", kv_dtype: str = "bf16", compute_dtype: str = "bf16"
@@ -190,3 +218,28 @@ def to_json(rows: Any) -> str:
 
 def emit(rows: list[dict[str, Any]], as_json: bool) -> None:
     echo(to_json(rows) if as_json else to_table(rows))
+
+
+def version() -> str:
+    """The installed package's version (importlib.metadata), else specsim.__version__."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("specsim")
+    except metadata.PackageNotFoundError:
+        import specsim
+
+        return str(getattr(specsim, "__version__", "unknown"))
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"specsim {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(show_version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print the version and exit.")] = False) -> None:
+    """Predict how fast speculative decoding of an LLM runs on a GPU, before renting one."""

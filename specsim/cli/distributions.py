@@ -10,17 +10,16 @@ from typing import Annotated, Any
 import typer
 
 from specsim.cli.common import (
+    ContextOpt,
     JsonOpt,
-    check_int,
-    check_number,
+    context_tokens,
     echo,
     emit,
     to_json,
     to_table,
 )
 from specsim.cli.speculation import acceptance_app
-from specsim.errors import SpecError
-from specsim.specs.defaults import MAX_CONTEXT_TOKENS
+from specsim.errors import SpecError, check_int, check_number
 
 PlotOpt = Annotated[Path | None, typer.Option(help="Write the figure (PNG).")]
 ForceOpt = Annotated[bool, typer.Option(help="Overwrite an existing output file.")]
@@ -49,8 +48,7 @@ def from_probs(
     max_draft: Annotated[int | None, typer.Option(
         help="Longest draft length to profile (default: all positions).")] = None,
     name: Annotated[str | None, typer.Option(help="Workload name.")] = None,
-    context: Annotated[int, typer.Option(help="Cached tokens per request of this workload.")]
-    = 2048,
+    context: ContextOpt = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
     check: Annotated[bool, typer.Option(help="Cross-check tau by seeded Monte Carlo rounds "
                                         "(full distributions only).")] = False,
@@ -64,8 +62,7 @@ def from_probs(
     from specsim.speculation.distributions import acceptance_from_probs, monte_carlo_check
 
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
-    check_int(max_draft, "--max-draft", low=1, high=MAX_POSITIONS)
-    check_int(context, "--context", low=0, high=MAX_CONTEXT_TOKENS)
+    tokens = context_tokens(context)
     p, q = load_prob_arrays(target), load_prob_arrays(draft)
     check_pair(p, q)
     result = acceptance_from_probs(p, q, verification=verification, max_draft=max_draft)
@@ -75,7 +72,7 @@ def from_probs(
     source = (f"{verification} verification from {target.name} and {draft.name} "
               f"({p.shape[0]} rollouts x {p.shape[1]} positions"
               f"{', top-k: lower bound' if p.is_topk else ''})")
-    write_yaml(out, _workload(name or draft.stem, result, context, source), force=force)
+    write_yaml(out, _workload(name or draft.stem, result, tokens, source), force=force)
     rows = _rows(result)
     if as_json:
         echo(to_json({"rows": rows, "check": _check_dict(mc), "out": str(out)}))
@@ -86,11 +83,14 @@ def from_probs(
     echo(f"\n{source}; wrote {out}")
 
 
-def _workload(name: str, result: Any, context: int, source: str) -> dict[str, Any]:
+def _workload(name: str, result: Any, context: float | tuple[float, ...], source: str
+              ) -> dict[str, Any]:
     import numpy as np
 
     from specsim.specs.workloads import workload_to_yaml
 
+    if isinstance(context, float) and context.is_integer():
+        context = int(context)  # written as a whole number of tokens
     data = workload_to_yaml(name, result.profile(source), context=context, counts_source=source)
     per = result.tau_per_rollout
     data["from_probs"] = {
@@ -182,7 +182,7 @@ def objectives(
 ) -> None:
     """Fit one Gaussian drafter by forward KL, reverse KL, TV and LK; print each alpha."""
     _check_plot(plot, force)
-    check_number(eta, "--eta", low=0.0, high=100.0)
+    check_number(eta, "eta", low=0.0, high=100.0)
     from specsim.speculation.objectives import TOY_GRID, TOY_OBJECTIVES, fit_gaussian, toy_target
 
     grid, p, label = (TOY_GRID, toy_target(), "the article's toy") if target is None \
@@ -228,8 +228,8 @@ def weights(
     import numpy as np
 
     _check_plot(plot, force)
-    check_int(block, "--block", low=1, high=MAX_POSITIONS)
-    check_number(kappa, "--kappa", low=0.0, high=1e6, low_open=True)
+    check_int(block, "block", low=1, high=MAX_POSITIONS)
+    check_number(kappa, "kappa", low=0.0, high=1e6, low_open=True)
 
     from specsim.specs.acceptance import tau_chain
     from specsim.speculation.objectives import fixed_schedule, normalized_position_weights

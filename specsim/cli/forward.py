@@ -5,10 +5,12 @@ from typing import Annotated
 import typer
 
 from specsim.cli.common import (
+    DEFAULT_ENGINE,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
     ComputeDtypeOpt,
     ContextOpt,
+    EngineOpt,
     EpOpt,
     HardwareOpt,
     JsonOpt,
@@ -19,17 +21,15 @@ from specsim.cli.common import (
     _load,
     _load_drafter,
     app,
-    check_int,
-    check_number,
+    context_tokens,
     echo,
-    parse_context,
     parse_ints,
     precision,
     to_json,
     to_table,
 )
 from specsim.errors import SpecError
-from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION, MAX_TREE_NODES
+from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION
 
 
 @app.command()
@@ -39,7 +39,7 @@ def roofline(
     tokens: Annotated[str, typer.Option(
         help="Tokens scored per pass, n (list or range: 1,8,295,1024 or 1-512).")]
     = "1,8,64,128,295,512,1024,4096",
-    context: ContextOpt = "0",
+    context: ContextOpt = None,
     queries: Annotated[int, typer.Option(
         help="Tokens per request (1 = decoding; N+1 = verifying N drafted tokens).")] = 1,
     tp: TpOpt = 1,
@@ -48,9 +48,7 @@ def roofline(
     kv_dtype: KvDtypeOpt = "bf16",
     compute_dtype: ComputeDtypeOpt = "bf16",
     by_op: Annotated[bool, typer.Option("--by-op", help="Break the time down by op.")] = False,
-    engine: Annotated[str, typer.Option(
-        help="Serving engine whose per-pass host and launch terms are added in an engine_ms "
-        "column (`specsim engines list`); default roofline = kernels only.")] = "roofline",
+    engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
 ) -> None:
     """T(n): forward-pass time versus tokens in the pass, with the bound that holds."""
@@ -58,16 +56,14 @@ def roofline(
 
     from specsim.forward.cost import roofline as sweep
     from specsim.forward.shapes import batch_mix_passes
+    from specsim.present.render import setup_text
     from specsim.present.rows import roofline_op_rows, roofline_rows
     from specsim.specs.engines import load_engine
     from specsim.speculation import engine_time
 
-    check_int(queries, "--queries", low=1, high=MAX_TREE_NODES + 1)
-    from specsim.present.render import setup_text
-
     hw, target = _load(hardware, model, tp)
     eng = load_engine(engine)
-    ctx, prec = parse_context(context) or 0.0, precision(weight_dtype, kv_dtype, compute_dtype)
+    ctx, prec = context_tokens(context), precision(weight_dtype, kv_dtype, compute_dtype)
     cost = sweep(target, hw, parse_ints(tokens, "--tokens"), context=ctx, queries=queries,
                  tp=tp, precision=prec, ep=ep)
     rows = roofline_op_rows(cost) if by_op else roofline_rows(cost)
@@ -93,7 +89,7 @@ def roofline(
 def memory(
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     model: ModelOpt = DEFAULT_MODEL,
-    context: ContextOpt = "32768",
+    context: ContextOpt = None,
     requests: Annotated[str, typer.Option(help="Concurrent requests (list or range).")]
     = "1,8,24,64,128",
     drafter: Annotated[str | None, typer.Option(
@@ -109,14 +105,11 @@ def memory(
 ) -> None:
     """Weights, KV caches (target and drafter) and max concurrent requests per GPU."""
     from specsim.forward.memory import serving_memory
-    from specsim.present.render import context_text
+    from specsim.present.render import context_text, setup_text
     from specsim.present.rows import memory_rows
 
-    check_number(memory_fraction, "--memory-fraction", low=0.0, high=1.0, low_open=True)
-    from specsim.present.render import setup_text
-
     hw, target = _load(hardware, model, tp)
-    ctx, prec = parse_context(context) or 0.0, precision(weight_dtype, kv_dtype)
+    ctx, prec = context_tokens(context), precision(weight_dtype, kv_dtype)
     draft = _load_drafter(drafter, target) if drafter else None
     plan = serving_memory(target, hw, parse_ints(requests, "--requests"), ctx, drafter=draft,
                           tp=tp, memory_fraction=memory_fraction, ep=ep,

@@ -1,6 +1,5 @@
 """CLI commands that meet real hardware: profile (time kernels here) and calibrate (fit)."""
 
-import dataclasses
 import shlex
 import sys
 import time
@@ -14,14 +13,13 @@ from specsim.cli.common import (
     JsonOpt,
     TpOpt,
     app,
-    check_int,
-    check_number,
     echo,
     note,
+    option_text,
     to_json,
     to_table,
 )
-from specsim.errors import SpecError
+from specsim.errors import SpecError, check_int, check_number
 from specsim.present.render import terminal_text
 from specsim.specs.defaults import MAX_TOKENS_PER_PASS
 
@@ -104,9 +102,9 @@ def profile(
     from specsim.specs.io import check_writable
 
     check_writable(out, force=force, suffixes=(".csv",))
-    check_int(repeats, "--repeats", low=1, high=10_000)
-    check_int(warmup, "--warmup", low=0, high=10_000)
-    check_int(max_tokens, "--max-tokens", low=1, high=MAX_TOKENS_PER_PASS)
+    check_int(repeats, "repeats", low=1, high=10_000)
+    check_int(warmup, "warmup", low=0, high=10_000)
+    check_int(max_tokens, "max_tokens", low=1, high=MAX_TOKENS_PER_PASS)
     spec = _model(model)
     kind = backend or _default_backend(device)
     engine = make_backend(kind, device)
@@ -115,7 +113,7 @@ def profile(
                         f"{engine.dtype}, not {dtype}")
     from specsim.measurement.profile_budget import QUICK_BUDGET_S
 
-    check_number(budget_s, "--budget-s", low=1.0, high=1e6)
+    check_number(budget_s, "budget_s", low=1.0, high=1e6)
     budget = budget_s if budget_s is not None else (QUICK_BUDGET_S if quick else None)
     points = plan_profile(spec, tp=tp, quick=quick, max_tokens=max_tokens)
     points, skipped = _planned(points, engine, repeats=repeats, warmup=warmup, budget_s=budget)
@@ -202,9 +200,10 @@ def calibrate(
         help="Write one row per measured point: shape, measured, predicted, split.")] = None,
     plot: Annotated[Path | None, typer.Option(
         help="Write measured vs datasheet vs calibrated GEMM time per layer (PNG).")] = None,
-    force: Annotated[bool, typer.Option(
-        help="Overwrite existing output files, and write a calibrated profile even when its "
-        "error is worse than the datasheet's.")] = False,
+    force: Annotated[bool, typer.Option(help="Overwrite existing output files.")] = False,
+    accept_worse: Annotated[bool, typer.Option(
+        "--accept-worse", help="Write a calibrated profile even when its error is worse than "
+        "the datasheet's (printed as a warning).")] = False,
     accept_implausible: Annotated[bool, typer.Option(
         "--accept-implausible", help="Write a calibrated profile although the measured times "
         "or the fitted terms are outside what the GPU's physics allows (a unit mistake, "
@@ -230,6 +229,7 @@ def calibrate(
         holdout_summary,
     )
     from specsim.measurement.calibrate import calibrate as fit
+    from specsim.measurement.device_match import WorseThanDatasheet, fitted_efficiency
     from specsim.measurement.plausibility import ImplausibleCalibration, percent_text
     from specsim.measurement.tables import measured_hardware
     from specsim.specs.hardware import load_hardware
@@ -246,8 +246,6 @@ def calibrate(
     slug, vidur_device = measured_hardware(profile_path, fmt, hardware=hardware, device=device)
     hw = load_hardware(slug)
     points, measured_on = _measurements(profile_path, fmt, vidur_device)
-    if measured_on:
-        _check_device(profile_path, measured_on, hw, allow=allow_device_mismatch)
     if model is not None:
         from specsim.measurement.profile_csv import check_profile_matches_model
 
@@ -256,21 +254,18 @@ def calibrate(
         "every third point of each grid held out"
     try:
         result = fit(points, hw, train_models=train, source="pending",
-                     accept_implausible=accept_implausible)
+                     accept_implausible=accept_implausible, measured_on=measured_on,
+                     allow_device_mismatch=allow_device_mismatch, accept_worse=accept_worse)
+    except WorseThanDatasheet as err:
+        _report(err.calibration, out, as_json, wrote=False)
+        raise SpecError(f"{profile_path}: {err}; not written") from None
     except ImplausibleCalibration as err:
         raise SpecError(f"{profile_path}: not written (--accept-implausible writes it anyway), "
                         f"the GPU's physics rules it out: {'; '.join(err.problems)}") from None
     except SpecError as err:
+        if err.parameter == "hardware":  # kernels of another device
+            raise SpecError(f"{profile_path}: {err}") from None
         raise SpecError(f"{profile_path}: cannot calibrate on these points ({err})") from None
-    if measured_on:
-        name = f"{measured_on} (calibrated; datasheet: {hw.name})"
-        result = dataclasses.replace(
-            result, hardware=dataclasses.replace(result.hardware, name=name))
-    worse = _worse_than_datasheet(result.errors)
-    if worse and not force:
-        _report(result, out, as_json, wrote=False)
-        raise SpecError(f"{profile_path}: the calibrated profile is worse than the datasheet "
-                        f"({worse}); not written (pass --force to write it anyway)")
     held = holdout_summary(result)
     summary = ", ".join(f"{k} {percent_text(v)}" for k, v in held.items())
     data = "Vidur's public profiling tables (github.com/microsoft/vidur, data/profiling)" \
@@ -296,48 +291,15 @@ def calibrate(
         calibration_figure(result.points, plot, title=f"{hw.name}: {profile_path.name}, "
                            f"{split_rule}; weight GEMMs summed per layer")
     write_yaml(out, document, force=force)
-    if worse:
-        note(f"warning: the calibrated profile is worse than the datasheet ({worse}); "
-             "written because of --force")
-    fitted = _fitted_efficiency(result.hardware, hw)
-    low = _implausible_efficiency(fitted, hw)
-    if low:
-        note(f"warning: {profile_path}: {low}")
+    for warning in result.warnings:
+        note(f"warning: {profile_path}: {option_text(warning)}")
+    fitted = fitted_efficiency(result.hardware, hw)
     for problem in result.problems:
         note(f"warning: {profile_path}: implausible, written because of --accept-implausible: "
              f"{problem}")
     setup = (f"setup: calibrate {profile_path} ({fmt}) against the {hw.name} datasheet; "
              f"{len(points):,} points, {split_rule}")
     _report(result, out, as_json, setup=setup, fitted=fitted)
-
-
-# Real GPUs stream 75-90% of datasheet bandwidth in weight GEMMs (DESIGN.md section 9); a fit
-# far below that says the kernels ran on another, slower or shared device than --hardware.
-PLAUSIBLE_BANDWIDTH = 0.5
-
-
-def _fitted_efficiency(fitted_hw: Any, datasheet: Any) -> dict[str, float]:
-    """The fitted GEMM fractions of the datasheet and what they mean in bytes/s and flop/s."""
-    gemm = fitted_hw.efficiency.gemm
-    peak = datasheet.peak_flops_per_s.get("bf16", max(datasheet.peak_flops_per_s.values()))
-    return {"gemm_bandwidth_fraction": float(gemm.bandwidth),
-            "gemm_bandwidth_GB_per_s": float(gemm.bandwidth * datasheet.hbm_bandwidth_bytes_per_s
-                                             / 1e9),
-            "gemm_flops_fraction": float(gemm.flops),
-            "gemm_bf16_TFLOPS": float(gemm.flops * peak / 1e12),
-            "gemm_floor_us": float(gemm.floor_s * 1e6)}
-
-
-def _implausible_efficiency(fitted: dict[str, float], datasheet: Any) -> str:
-    """Why the fit is outside what this GPU can be ('' when it is not)."""
-    share = fitted["gemm_bandwidth_fraction"]
-    if share >= PLAUSIBLE_BANDWIDTH:
-        return ""
-    return (f"the GEMMs reached {share:.0%} of the {datasheet.name} datasheet bandwidth "
-            f"({fitted['gemm_bandwidth_GB_per_s']:,.0f} of "
-            f"{datasheet.hbm_bandwidth_bytes_per_s / 1e9:,.0f} GB/s), where real GPUs reach "
-            "75-90%: were these kernels measured on this GPU (not a slower, shared or "
-            "throttled one)?")
 
 
 def _measurements(path: Path, fmt: str, vidur_device: str) -> tuple[Any, str]:
@@ -349,34 +311,6 @@ def _measurements(path: Path, fmt: str, vidur_device: str) -> tuple[Any, str]:
         return read_measurements(path, fmt, device=vidur_device), ""
     points, meta = from_specsim(path)
     return points, meta.get("device", "")
-
-
-def _check_device(path: Path, measured_on: str, hw: Any, *, allow: bool) -> None:
-    from specsim.measurement.device_match import device_mismatch
-
-    why = device_mismatch(measured_on, hw.name)
-    if why is None:
-        return
-    message = (f"{path}: {why}, but --hardware is {hw.name}; use that device's hardware "
-               f"profile, or pass --allow-device-mismatch")
-    if not allow:
-        raise SpecError(message)
-    note(f"warning: {path}: {why}, --hardware is {hw.name}; the calibrated profile is named "
-         f"for {measured_on}")
-
-
-def _worse_than_datasheet(errors: Any) -> str:
-    """'' if the fit is no worse than the datasheet on any split, else the numbers."""
-    from specsim.measurement.device_match import overall_mape
-    from specsim.measurement.plausibility import percent_text
-
-    worse = []
-    for split in ("train", "holdout"):
-        pair = overall_mape(errors, split)
-        if pair is not None and pair[0] > pair[1]:
-            worse.append(f"{split} MAPE {percent_text(pair[0])} calibrated vs "
-                         f"{percent_text(pair[1])} datasheet")
-    return ", ".join(worse)
 
 
 def _prediction_rows(points: Any) -> Any:

@@ -5,8 +5,15 @@ from typing import Annotated
 
 import typer
 
-from specsim.cli.common import DEFAULT_HARDWARE, DEFAULT_MODEL, HardwareOpt, app, echo
-from specsim.specs.defaults import DEFAULT_ENGINE
+from specsim.cli.common import (
+    DEFAULT_ENGINE,
+    DEFAULT_HARDWARE,
+    DEFAULT_MODEL,
+    EngineOpt,
+    HardwareOpt,
+    app,
+    echo,
+)
 
 
 @app.command()
@@ -17,10 +24,7 @@ def plan(
     drafter: Annotated[list[str] | None, typer.Option(
         "--drafter", "-d", help="Drafter (slug or YAML); repeat for several. Default: the "
         "built-in drafters trained for the model.")] = None,
-    engine: Annotated[str, typer.Option(
-        help="Serving engine (`specsim engines list`; NAME:sync / NAME:overlap set whether "
-        "speculative rounds overlap their host work).")]
-    = DEFAULT_ENGINE,
+    engine: EngineOpt = DEFAULT_ENGINE,
     workload: Annotated[str, typer.Option(
         help="Scenario (`specsim workloads list`: chat, code, math, long-context, agentic) "
         "or a workload YAML, e.g. one written by `specsim acceptance fit`.")] = "chat",
@@ -40,14 +44,10 @@ def plan(
     The report folder is written whole: into a hidden folder beside --out, then renamed into
     place; --out may not be a symbolic link (give the folder it points to).
     """
-    from specsim.cli.common import check_number
     from specsim.present.report import render_report
     from specsim.serving.plan import make_plan
     from specsim.specs.io import OutputFolder
 
-    check_number(min_tokens_per_s_per_user, "--min-tokens-per-s-per-user", low=0.0, high=1e6,
-                 low_open=True)
-    check_number(target_throughput, "--target-throughput", low=0.0, high=1e12, low_open=True)
     # Checked now, locked for the whole run (a second run into --out fails at once), written
     # last: into a fresh folder beside --out that one rename puts in place.
     folder = OutputFolder(out, force=force)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.errors import SpecError
+from specsim.errors import check_int
 from specsim.forward.attention_time import attention_kernel_time_s
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.ops import AttentionKernel, Op, pass_work
@@ -30,6 +30,7 @@ from specsim.forward.shapes import (
     decode_passes,
     uniform_passes,
 )
+from specsim.specs.defaults import MAX_TREE_NODES
 from specsim.specs.dtypes import Precision
 from specsim.specs.hardware import AttentionKernels, Hardware
 from specsim.specs.models import Model
@@ -217,8 +218,7 @@ def roofline(model: Model, hw: Hardware, tokens: ArrayLike, *,
     tokens: n, (S,); requests per pass = n / queries (fractional in expectation); context:
     cached tokens per request, or a mix of lengths the requests spread over evenly.
     """
-    if queries < 1:
-        raise SpecError(f"option --queries: must be >= 1, got {queries}")
+    check_int(queries, "queries", low=1, high=MAX_TREE_NODES + 1)
     n = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
     contexts = np.atleast_1d(np.asarray(context, dtype=np.float64))
     shape = batch_mix_passes(float(queries), n / queries, contexts)

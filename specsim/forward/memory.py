@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, check_number
 from specsim.forward.shapes import BoolArray, FloatArray
 from specsim.specs.cache import CacheLayout, kv_layout
 from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION as DEFAULT_MEMORY_FRACTION
@@ -117,8 +117,7 @@ def memory_plan(model: Model, hbm_capacity_bytes: float, requests: ArrayLike,
     TP like the rest); expert_weight_bytes_total: the routed experts' share of the stored
     weights (default: at the model's own expert dtype).
     """
-    if not 0 < memory_fraction <= 1:
-        raise SpecError(f"memory fraction must be in (0, 1], got {memory_fraction}")
+    check_number(memory_fraction, "memory_fraction", low=0.0, high=1.0, low_open=True)
     ctx = np.atleast_1d(np.asarray(context, dtype=np.float64))
     if np.any(ctx < 0):
         raise SpecError(f"context must be >= 0, got {ctx.tolist()}")

@@ -19,7 +19,9 @@ points (other models, or every third point of the token grid) is measured, not a
 
 A fit the GPU's physics rules out is refused (`plausibility_problems`): measured times faster
 than the datasheet or slower than any kernel can be (a unit mistake: milliseconds read as
-seconds), and fitted efficiencies, floors and overheads outside what real GPUs show.
+seconds), and fitted efficiencies, floors and overheads outside what real GPUs show. So are a
+profile of another device than the hardware profile's and a fit that predicts worse than the
+datasheet (`device_match`); the calibrated profile is named for the device measured.
 """
 
 from __future__ import annotations
@@ -32,12 +34,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, parameter_error
 from specsim.forward.attention_time import attention_kernel_time_s
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.ops import attention_work, sampling_bytes
 from specsim.forward.shapes import FloatArray, uniform_passes
 from specsim.measurement.attention_fit import fit_attention_kernel
+from specsim.measurement.device_match import (
+    WorseThanDatasheet,
+    calibrated_name,
+    check_device,
+    fitted_efficiency,
+    low_bandwidth,
+    worse_than_datasheet,
+)
 from specsim.measurement.gemm_fit import Prior, fit_gemm_efficiency, robust_log_fit
 from specsim.measurement.plausibility import (
     ROOFLINE_BOUNDS,
@@ -77,6 +87,9 @@ class Calibration:
     notes: tuple[str, ...] = ()  # fields the points could not identify, fields at a bound
     # What the GPU's physics rules out (plausibility_problems), where the caller accepted it.
     problems: tuple[str, ...] = ()
+    # What the caller should be told: another device accepted, a worse fit accepted, a fitted
+    # bandwidth far below a real GPU's (device_match).
+    warnings: tuple[str, ...] = ()
 
 
 def assign_split(points: pd.DataFrame, train_models: Sequence[str] | None) -> pd.Series:
@@ -98,7 +111,8 @@ def assign_split(points: pd.DataFrame, train_models: Sequence[str] | None) -> pd
     unknown = sorted(set(train_models) - set(points["model"]))
     if unknown:
         have = ", ".join(sorted(set(points["model"])))
-        raise SpecError(f"--train {unknown[0]}: no such model in the profile (has: {have})")
+        raise parameter_error("train_models", f"{unknown[0]}: no such model in the profile "
+                              f"(has: {have})")
     named = points["model"].isin(train_models)
     by_model = pd.Series(np.where(named, "train", "holdout"), index=points.index)
     covered = points["op_class"].isin(set(points.loc[named, "op_class"]))
@@ -358,18 +372,26 @@ def size_errors(points: pd.DataFrame, bytes_per_param: float = 2.0) -> pd.DataFr
 
 
 def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str] | None = None,
-              source: str, accept_implausible: bool = False) -> Calibration:
+              source: str, accept_implausible: bool = False, measured_on: str = "",
+              allow_device_mismatch: bool = False, accept_worse: bool = False) -> Calibration:
     """Fit `hw`'s efficiency on the training split and measure the error on every point.
 
+    measured_on: the device the kernels ran on (a profile's `# device:` line; '' unknown, e.g.
+    Vidur's tables, whose folder chose `hw`); the calibrated profile is named for it.
     Raises ImplausibleCalibration when the measured times or the fitted efficiency are
     outside the GPU's physics (plausibility_problems), unless `accept_implausible`: then the
-    problems are kept in the result's `problems`.
+    problems are kept in the result's `problems`. Raises SpecError when `measured_on` is
+    another GPU than `hw` (unless `allow_device_mismatch`), and WorseThanDatasheet when the
+    fit predicts worse than the datasheet (unless `accept_worse`); accepted, each is one of
+    the result's `warnings`.
     """
     missing = [c for c in MEASUREMENT_COLUMNS if c not in points.columns]
     if missing:
         raise SpecError(f"measurements lack column(s) {', '.join(missing)}")
     if hw.is_calibrated:
         raise SpecError(f"{hw.path}: already calibrated; calibrate the datasheet profile")
+    warnings = [check_device(measured_on, hw.name, allow_mismatch=allow_device_mismatch)
+                if measured_on else ""]
     points = points.reset_index(drop=True).copy()
     # A unit mistake shows in the times alone: refuse before the (longer) fit.
     ideal = predict_s(points, dataclasses.replace(hw, efficiency=Efficiency()))
@@ -384,17 +406,27 @@ def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str]
     if problems and not accept_implausible:
         raise ImplausibleCalibration(problems)
     calibrated = dataclasses.replace(
-        hw, name=f"{hw.name} (calibrated)", efficiency=efficiency,
+        hw, name=calibrated_name(measured_on, hw.name), efficiency=efficiency,
         sources={**hw.sources, "efficiency": source})
     points["predicted_s"] = predict_s(points, calibrated)
     points["datasheet_s"] = predict_s(points, hw)
     sums = layer_sums(points)
-    return Calibration(
-        hardware=calibrated, points=points,
-        errors=error_table(points, ["model", "op_class", "split"]),
+    errors = error_table(points, ["model", "op_class", "split"])
+    warnings.append(low_bandwidth(fitted_efficiency(calibrated, hw), hw))
+    result = Calibration(
+        hardware=calibrated, points=points, errors=errors,
         layer_errors=error_table(sums, ["model", "split"]) if len(sums) else pd.DataFrame(),
         tree_attention_slowdown=slowdown, region_errors=region_errors(sums),
-        size_errors=size_errors(points), notes=notes, problems=problems)
+        size_errors=size_errors(points), notes=notes, problems=problems,
+        warnings=tuple(w for w in warnings if w))
+    worse = worse_than_datasheet(errors)
+    if worse and not accept_worse:
+        raise WorseThanDatasheet(worse, result)
+    if worse:
+        result = dataclasses.replace(result, warnings=(
+            f"the calibrated profile is worse than the datasheet ({worse}); kept because "
+            "accept_worse=True", *result.warnings))
+    return result
 
 
 def calibrated_yaml(datasheet: dict[str, object], calibration: Calibration, *, source: str,

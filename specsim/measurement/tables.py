@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, parameter_error
 from specsim.measurement.calibrate import MEASUREMENT_COLUMNS
 from specsim.measurement.profile_csv import read_profile
 from specsim.measurement.vidur import (
@@ -89,7 +89,7 @@ def measured_hardware(path: Path, fmt: str, *, hardware: str | None, device: str
     the device and profile follow from each other, else from the folder (see `vidur_target`).
     """
     if fmt not in FORMATS:
-        raise SpecError(f"option --format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise parameter_error("fmt", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "vidur":
         return vidur_target(path, hardware=hardware, device=device)
     return hardware or DEFAULT_HARDWARE, ""
@@ -98,7 +98,7 @@ def measured_hardware(path: Path, fmt: str, *, hardware: str | None, device: str
 def read_measurements(path: Path, fmt: str, *, device: str = "") -> pd.DataFrame:
     """Measurements of either format; `device` picks the Vidur device folder."""
     if fmt not in FORMATS:
-        raise SpecError(f"option --format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise parameter_error("fmt", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "vidur":
         return from_vidur(path, device)
     if not path.is_file():

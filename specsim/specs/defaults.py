@@ -6,7 +6,7 @@ Kept free of imports so that the command line can read them without loading nump
 from __future__ import annotations
 
 DEFAULT_HARDWARE = "h100-sxm"
-DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_MODEL = "qwen3-8b"  # the default drafter's target: one default setup
 DEFAULT_DRAFTER = "dflash-qwen3-8b"
 # Cached tokens per request when neither the caller nor a workload says (speedup, recommend).
 DEFAULT_CONTEXT_TOKENS = 2048.0
@@ -24,3 +24,6 @@ MAX_BATCH = 4_096  # --batch, --requests: concurrent requests
 MAX_TREE_NODES = 4_096  # --nodes, --max-nodes: drafted nodes per request
 MAX_CONTEXT_TOKENS = 10_000_000  # --context and a workload's context: cached tokens per request
 MAX_TP = 64  # --tp: GPUs per replica
+MAX_TOKENS_PER_S = 1e12  # --target-throughput: output tokens/s a whole service delivers
+MAX_TOKENS_PER_S_PER_USER = 1e6  # --min-tokens-per-s-per-user: the per-user speed floor
+MAX_DRAFT_COST = 100.0  # --draft-cost: a drafter pass costing 100 target steps never pays off

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, parameter_error
 from specsim.specs.drafters import FAMILIES
 from specsim.specs.io import show
 from specsim.specs.models import Model
@@ -93,9 +93,11 @@ def import_drafter(config: Config, *, target: Model, target_name: str, name: str
     require(name, display_name_problem, f"{where}: field 'name' of the drafter spec")
     fam = family if family is not None else drafter_family(config, where)
     if fam not in importable_families():
-        raise SpecError(f"{'option --family' if family is not None else where}: drafter family "
-                        f"{show(fam)} is not importable; "
-                        f"known: {', '.join(importable_families())}")
+        problem = (f"drafter family {show(fam)} is not importable; "
+                   f"known: {', '.join(importable_families())}")
+        if family is not None:
+            raise parameter_error("family", problem)
+        raise SpecError(f"{where}: {problem}")
     spec: dict[str, Any] = {"name": name, "family": fam, "target": target_name, "source": source}
     reader = FAMILIES[fam].config_reader
     if reader == "target_modules":

@@ -35,6 +35,5 @@ class Precision:
         for name in ("weight_dtype", "kv_dtype", "activation_dtype", "state_dtype"):
             value = getattr(self, name)
             if value and value not in BYTES_PER_PARAM:
-                option = "--" + name.replace("_", "-")
-                raise SpecError(f"option {option}: {value!r} is not one of "
-                                f"{', '.join(BYTES_PER_PARAM)}")
+                raise SpecError(f"{name}: {value!r} is not one of "
+                                f"{', '.join(BYTES_PER_PARAM)}", parameter=name)

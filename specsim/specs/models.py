@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, check_int, parameter_error
 from specsim.specs.defaults import MAX_TP
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
@@ -171,11 +171,10 @@ def check_tensor_parallel(model: Model, tp: int) -> None:
     Both engines split the query heads evenly (heads % TP == 0) and either split the KV heads
     (kv_heads % TP == 0) or replicate them (TP % kv_heads == 0).
     """
-    if not 1 <= tp <= MAX_TP:
-        raise SpecError(f"option --tp: must be in 1..{MAX_TP}, got {tp}")
+    check_int(tp, "tp", low=1, high=MAX_TP)
     heads, kv = model.num_attention_heads, model.num_kv_heads
     if heads % tp or (kv % tp and tp % kv):
-        raise SpecError(f"option --tp: {tp} does not split {model.slug}'s {heads} query and "
+        raise parameter_error("tp", f"{tp} does not split {model.slug}'s {heads} query and "
                         f"{kv} KV heads evenly (vLLM and SGLang require it)")
 
 

@@ -114,13 +114,15 @@ _VALID: dict[Check, str] = {
 }
 
 
-def require(value: str, check: Check, where: str) -> str:
+def require(value: str, check: Check, where: str, *, parameter: str | None = None) -> str:
     """`value` when `check` (one of the *_problem functions) finds nothing, else SpecError
     "<where>: <value> <problem>; need <what is valid>". `where` names the file and field or
-    the option, e.g. "models/x.yaml: field 'hf_id'" or "option --name"."""
+    the call parameter (then also given as `parameter`), e.g. "models/x.yaml: field 'hf_id'"
+    or "name"."""
     problem = check(value)
     if problem:
-        raise SpecError(f"{where}: {show(value)} {problem}; need {_VALID[check]}")
+        raise SpecError(f"{where}: {show(value)} {problem}; need {_VALID[check]}",
+                        parameter=parameter)
     return value
 
 

@@ -1,4 +1,13 @@
-"""Workloads: what a deployment serves (context length, acceptance of its drafter).
+"""Workloads: what a deployment serves (context, request lengths, acceptance of its drafters).
+
+One type (`Workload`) and one loader (`load_workload`) for every workload file, built-in
+(`workloads/scenarios/`: chat, code, ...) or a path: `--workload` means the same on every
+command. A workload gives `context` and an `acceptance` block, and optionally
+
+    prompt_tokens: {median: M, p90: P, source: ...}    lognormal through two quantiles
+    output_tokens: {median: M, p90: P, source: ...}
+    acceptance_by_family:                              one acceptance block per drafter family
+      eagle3: {tau: 2.77, gamma: 7, source: ...}
 
 An acceptance block, in a workload or a drafter spec, gives per-position conditional
 acceptance `alpha` (a list, or one number for every position), optionally per-rank acceptance
@@ -9,10 +18,12 @@ candidate-rank model a_j = alpha (1 - alpha)^j with alpha the first position's a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from specsim.errors import SpecError
+import numpy as np
+
+from specsim.errors import SpecError, parameter_error
 from specsim.specs.acceptance import (
     GEOMETRIC_RANKS,
     AcceptanceProfile,
@@ -22,6 +33,9 @@ from specsim.specs.acceptance import (
 from specsim.specs.defaults import MAX_CONTEXT_TOKENS
 from specsim.specs.io import Fields, read_spec_file, resolve_path, show
 from specsim.specs.names import display_name_problem, read_display_name, require
+
+if TYPE_CHECKING:
+    from specsim.specs.drafters import Drafter
 
 
 def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
@@ -76,37 +90,133 @@ def family_profiles(f: Fields, where: str) -> dict[str, AcceptanceProfile]:
     return families
 
 
+# z of the standard normal at the 90th percentile: p90 = median exp(Z90 sigma).
+Z90 = 1.2815515655446004
+# Output tokens per request when a workload does not say (an assumption the report states).
+DEFAULT_OUTPUT_TOKENS = 512.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LengthDistribution:
+    """Lognormal token counts given by their median and 90th percentile (tokens).
+
+    p90 == median is a fixed length.
+    """
+
+    median: float
+    p90: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if not (self.median >= 1 and self.p90 >= self.median):
+            raise SpecError(f"{self.source}: need 1 <= median <= p90 tokens, got median "
+                            f"{self.median:g}, p90 {self.p90:g}")
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of ln(tokens)."""
+        return float(np.log(self.p90 / self.median) / Z90)
+
+    @property
+    def mean(self) -> float:
+        """Mean tokens: median exp(sigma^2 / 2)."""
+        return float(self.median * np.exp(self.sigma ** 2 / 2))
+
+    def quantile(self, q: float) -> float:
+        """Tokens at quantile q in (0, 1)."""
+        from scipy.stats import norm
+
+        return float(self.median * np.exp(self.sigma * norm.ppf(q)))
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """`size` draws, rounded up to whole tokens."""
+        return np.ceil(self.median * np.exp(self.sigma * rng.standard_normal(size)))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Workload:
-    """A serving scenario: the context per request and the drafter's acceptance on it (per
-    drafter family where the scenario measured it, else its default block)."""
+    """What a deployment serves: the context per request, request lengths, and the drafters'
+    acceptance on it (per drafter family where it was measured, else its default block).
+
+    The one type of every workload file: `speedup` and `recommend` read its `context` and
+    acceptance; `plan` (where it is called a scenario) its prompt and output lengths.
+    context: the workload's own cached tokens per request. prompt, output: lognormal lengths
+    (tokens); where the file gives none (`lengths_given` False), the prompt is the context and
+    the output DEFAULT_OUTPUT_TOKENS. by_family: profiles per drafter family (eagle3, ...).
+    """
 
     slug: str
     name: str
+    source: str
     context: float
+    prompt: LengthDistribution
+    output: LengthDistribution
     acceptance: AcceptanceProfile
     by_family: dict[str, AcceptanceProfile] = field(default_factory=dict)
+    lengths_given: bool = True
     path: str = ""
 
     def acceptance_for(self, family: str | None) -> AcceptanceProfile:
         """The acceptance of a drafter of this family (the default block if none is listed)."""
         return self.by_family.get(family or "", self.acceptance)
 
+    def profile_for(self, drafter: Drafter | None) -> AcceptanceProfile:
+        """The drafter's family's profile, else the workload's default."""
+        return self.acceptance_for(None if drafter is None else drafter.family)
+
+    @property
+    def decode_context_tokens(self) -> float:
+        """Mean cached tokens of a decoding request: its prompt plus half its output."""
+        return self.prompt.mean + self.output.mean / 2
+
+    def with_acceptance(self, profile: AcceptanceProfile) -> Workload:
+        """The same lengths with one profile for every drafter (a fitted measurement)."""
+        return replace(self, acceptance=profile, by_family={})
+
+
+def _lengths(f: Fields, key: str, where: str) -> LengthDistribution | None:
+    block = f.sub(key, required=False)
+    if block is None:
+        return None
+    median = block.number("median", minimum=1.0, maximum=MAX_CONTEXT_TOKENS)
+    p90 = block.number("p90", median, minimum=1.0, maximum=MAX_CONTEXT_TOKENS)
+    if p90 < median:
+        raise block.error("p90", f"= {p90:g} is below the median {median:g} (need "
+                          "median <= p90)")
+    return LengthDistribution(median=median, p90=p90,
+                              source=f"{where}: {block.string('source')}")
+
 
 def load_workload(name: str) -> Workload:
-    """Load a built-in workload by slug or a YAML file by path."""
+    """A workload (a serving scenario) by built-in slug (`specsim workloads list`) or YAML path.
+
+    Every workload file loads: a scenario with request lengths, or one with only a context and
+    an acceptance block (e.g. written by `specsim acceptance fit`), whose lengths then default
+    (see `Workload`).
+    """
     path = resolve_path("scenarios", name)
     spec = read_spec_file(path)
     f = Fields(spec.data, spec.path)
+    context = workload_context(f)
     block = f.sub("acceptance")
     assert block is not None
+    default = acceptance_profile(block, spec.path)
+    families = family_profiles(f, spec.path)
+    prompt = _lengths(f, "prompt_tokens", spec.path)
+    output = _lengths(f, "output_tokens", spec.path)
+    given = prompt is not None and output is not None
+    if prompt is None:
+        prompt = LengthDistribution(median=max(context, 1.0), p90=max(context, 1.0),
+                                    source=f"{spec.path}: prompt = the workload's context")
+    if output is None:
+        output = LengthDistribution(median=DEFAULT_OUTPUT_TOKENS, p90=DEFAULT_OUTPUT_TOKENS,
+                                    source=f"assumed {DEFAULT_OUTPUT_TOKENS:.0f} output tokens "
+                                    "(the workload gives none)")
     workload = Workload(slug=path.stem, name=read_display_name(f),
-                        context=workload_context(f),
-                        acceptance=acceptance_profile(block, spec.path),
-                        by_family=family_profiles(f, spec.path), path=spec.path)
+                        source=str(f.value("source") or spec.path), context=context,
+                        prompt=prompt, output=output, acceptance=default, by_family=families,
+                        lengths_given=given, path=spec.path)
     f.value("from_probs")  # the record `acceptance from-probs` keeps of its run (not read)
-    for key in ("source", "prompt_tokens", "output_tokens"):
-        f.value(key)  # a serving scenario's lengths: `plan` reads them (load_scenario)
     f.check_unknown()
     return workload
 
@@ -117,10 +227,10 @@ def workload_to_yaml(name: str, profile: AcceptanceProfile, *,
 
     context: cached tokens per request; a workload holds one length, not a mix.
     """
-    require(name, display_name_problem, "option --name (the workload name)")
+    require(name, display_name_problem, "name", parameter="name")
     if isinstance(context, tuple):
-        raise SpecError(f"option --context: a workload holds one context length, got a mix "
-                        f"{', '.join(f'{c:g}' for c in context)}")
+        raise parameter_error("context", "a workload holds one context length, got a mix "
+                              f"{', '.join(f'{c:g}' for c in context)}")
     return {
         "name": name,
         "context": context,

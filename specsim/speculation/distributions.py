@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, parameter_error
 from specsim.specs.acceptance import AcceptanceProfile, rank_acceptance_geometric
 from specsim.specs.prob_arrays import ProbArrays
 from specsim.speculation.distances import overlap
@@ -186,8 +186,8 @@ def survival(target: ProbArrays, draft: ProbArrays, verification: str,
         return tokenwise_survival(position_acceptance(target, draft, match))
     if verification == "block":
         return block_survival(target, draft, match)
-    raise SpecError(f"option --verification: unknown rule {verification!r}; "
-                    f"valid: {', '.join(VERIFICATIONS)}")
+    raise parameter_error("verification", f"unknown rule {verification!r}; "
+                          f"valid: {', '.join(VERIFICATIONS)}")
 
 
 def tau_by_draft_length(survival_curve: FloatArray) -> FloatArray:
@@ -262,8 +262,8 @@ def acceptance_from_probs(target: ProbArrays, draft: ProbArrays, *, verification
     positions = target.shape[1]
     g = positions if max_draft is None else max_draft
     if not 1 <= g <= positions:
-        raise SpecError(f"option --max-draft: must be in 1..{positions} (positions in "
-                        f"{target.path}), got {g}")
+        raise parameter_error("max_draft", f"must be in 1..{positions} (positions in "
+                              f"{target.path}), got {g}")
     match = _match(target, draft) if target.is_topk else None
     alpha = position_acceptance(target, draft, match)[:, :g]
     curve = (tokenwise_survival(alpha) if verification == "tokenwise"

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, check_int, check_number
 from specsim.specs.acceptance import AcceptanceProfile
+from specsim.specs.defaults import MAX_TOKENS_PER_S_PER_USER, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter
 from specsim.specs.engine_args import engine_args, sglang_problems, vllm_problems
 from specsim.specs.names import one_line
@@ -187,10 +188,8 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     """
     check_choice("shape", shape, SHAPES)
     check_choice("objective", objective, OBJECTIVES)
-    if max_nodes < 1:
-        raise SpecError(f"option --max-nodes: must be >= 1, got {max_nodes}")
-    if max_depth is not None and max_depth < 1:
-        raise SpecError(f"option --max-depth: must be >= 1, got {max_depth}")
+    check_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
+    check_int(max_depth, "max_depth", low=1, high=MAX_TREE_NODES)
     drafter = setup.drafter
     notes: list[str] = []
     depth_limit = _depth_limit(setup, profile, max_nodes, max_depth, notes)
@@ -226,6 +225,8 @@ def serving_batch(choices: list[Choice], min_tokens_per_s_per_user: float = 0.0
                   ) -> Choice | None:
     """The batch size to serve at: among those that fit in memory and keep every user at or
     above the floor (tokens/s), the one with the most throughput (ties: the smaller batch)."""
+    check_number(min_tokens_per_s_per_user, "min_tokens_per_s_per_user", low=0.0,
+                 high=MAX_TOKENS_PER_S_PER_USER)
     ok = [c for c in choices if c.fits and c.tokens_per_s_per_user >= min_tokens_per_s_per_user]
     return max(ok, key=lambda c: (c.throughput, -c.batch)) if ok else None
 

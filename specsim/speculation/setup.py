@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, check_number, parameter_error
 from specsim.specs.acceptance import AcceptanceProfile, constant_profile
 from specsim.specs.defaults import (
     DEFAULT_CONTEXT_TOKENS,
+    DEFAULT_DRAFTER,
     DEFAULT_ENGINE,
     DEFAULT_HARDWARE,
     DEFAULT_MODEL,
+    MAX_DRAFT_COST,
 )
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
@@ -26,8 +28,6 @@ from specsim.specs.models import Model, check_tensor_parallel, load_model
 from specsim.specs.workloads import Workload, load_workload
 from specsim.speculation.speedup import Setup
 
-MAX_DRAFT_COST = 100.0  # a drafter pass costing 100 target steps can never pay off
-
 
 def choose_acceptance(*, alpha: float | None, workload: Workload | None,
                       drafter: Drafter | None, allow_none: bool = False
@@ -35,7 +35,7 @@ def choose_acceptance(*, alpha: float | None, workload: Workload | None,
     """The acceptance to use: alpha, else the workload's, else the drafter's published one
     (None only with `allow_none`, when a ranks file will give it)."""
     if alpha is not None and workload is not None:
-        raise SpecError("give --alpha or --workload, not both")
+        raise parameter_error("alpha", "give a constant alpha or a workload, not both")
     if alpha is not None:
         return constant_profile(alpha)
     if workload is not None:
@@ -44,8 +44,9 @@ def choose_acceptance(*, alpha: float | None, workload: Workload | None,
         return drafter.acceptance
     if allow_none:
         return None
-    raise SpecError("no acceptance: give --alpha A or --workload W (this drafter has no "
-                    "published acceptance)")
+    what = f"drafter {drafter.slug} has no published acceptance" if drafter is not None \
+        else "no drafter given"
+    raise SpecError(f"no acceptance ({what}): give a constant alpha or a workload")
 
 
 def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
@@ -58,11 +59,15 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
     """The setup and acceptance profile of a speculation question, from spec names.
 
     hardware, model, drafter, workload: built-in slugs or YAML paths. model defaults to the
-    drafter's target, else DEFAULT_MODEL. context: cached tokens per request, or a mix of
+    drafter's target, else DEFAULT_MODEL. drafter: when none is given (and no draft_cost),
+    DEFAULT_DRAFTER where the target is its target, so that the default setup is one
+    (`default_drafter`). context: cached tokens per request, or a mix of
     lengths the batch spreads over evenly; default: the workload's, else DEFAULT_CONTEXT_TOKENS.
     engine: a serving engine (`engines/`) whose host and launch terms every pass pays; the
     built-in "roofline" is the idealized GPU with no engine.
     """
+    if drafter is None and draft_cost is None:
+        drafter = default_drafter(model)
     target = load_model(model) if model else None
     draft = load_drafter(drafter, target=target) if drafter else None
     if draft is not None and target is not None:
@@ -70,18 +75,15 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
     if target is None:
         target = draft.target if draft else load_model(DEFAULT_MODEL)
     check_tensor_parallel(target, tp)
-    if draft_cost is not None and not 0.0 <= draft_cost <= MAX_DRAFT_COST:
-        raise SpecError(f"option --draft-cost: must be in [0, {MAX_DRAFT_COST:g}] (a pass of "
-                        f"the drafter relative to one decoding step), got {draft_cost:g}")
-    if alpha is not None and not 0.0 <= alpha <= 1.0:
-        raise SpecError(f"option --alpha: must be in [0, 1], got {alpha:g}")
+    check_number(draft_cost, "draft_cost", low=0.0, high=MAX_DRAFT_COST)
+    check_number(alpha, "alpha", low=0.0, high=1.0)
     load = load_workload(workload) if workload else None
     profile = choose_acceptance(alpha=alpha, workload=load, drafter=draft,
                                 allow_none=ranks is not None)
     if ranks is not None:
         profile = with_ranks(profile, ranks)
     if profile is None:
-        raise SpecError("no acceptance: give --alpha, --workload or --ranks")
+        raise SpecError("no acceptance: give a constant alpha, a workload or a ranks file")
     if context is None:
         context = load.context if load else DEFAULT_CONTEXT_TOKENS
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
@@ -89,6 +91,13 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
                   precision=precision or Precision(), engine=engine_or_none(load_engine(engine)),
                   ep=ep)
     return setup, profile
+
+
+def default_drafter(model: str | None) -> str | None:
+    """DEFAULT_DRAFTER when the target is its target (no model given, or DEFAULT_MODEL,
+    which is the default drafter's target), else None: no drafter is guessed for another
+    model."""
+    return DEFAULT_DRAFTER if model in (None, "", DEFAULT_MODEL) else None
 
 
 def with_ranks(profile: AcceptanceProfile | None, path: str) -> AcceptanceProfile:

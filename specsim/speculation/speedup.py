@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, parameter_error
 from specsim.forward.cost import PassCost, pass_cost
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
@@ -46,11 +46,11 @@ OBJECTIVES = ("speedup", "throughput")
 AUTOREGRESSIVE_DEPTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 
 
-def check_choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+def check_choice(parameter: str, value: str, allowed: tuple[str, ...]) -> str:
     """`value` if it is one of `allowed`; else the one error every command gives for it."""
     if value not in allowed:
-        raise SpecError(f"option --{option}: {option} {value!r} is not one of "
-                        f"{', '.join(allowed)}")
+        raise parameter_error(parameter, f"{parameter} {value!r} is not one of "
+                              f"{', '.join(allowed)}")
     return value
 
 
@@ -231,9 +231,9 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     """Round time, speedup and throughput of every candidate at every batch size."""
     b = np.atleast_1d(np.asarray(batch, dtype=np.float64))
     if b.size == 0 or np.any(b < 1):
-        raise SpecError("batch sizes must be >= 1")
+        raise parameter_error("batch", "batch sizes must be >= 1")
     if setup.drafter is None and setup.draft_cost is None:
-        raise SpecError("give a drafter or a relative draft cost (--draft-cost)")
+        raise parameter_error("draft_cost", "give a drafter or a relative draft cost")
     grid_b = np.repeat(b, candidates.nodes.size)
     grid_n = np.tile(candidates.nodes, b.size)
     grid_d = np.tile(candidates.depth, b.size)
@@ -290,7 +290,7 @@ def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, no
     """The speedup table of every chain or tree the drafter can make, up to max(nodes) nodes."""
     n = np.atleast_1d(np.asarray(nodes))
     if n.size == 0:
-        raise SpecError("option --nodes: need one or more node counts")
+        raise parameter_error("nodes", "need one or more node counts")
     cands = candidates_for(setup.drafter, profile, shape=shape, max_nodes=int(n.max()))
     return speedup_table(setup, batch, cands)
 
