@@ -46,8 +46,6 @@ def test_every_family_has_a_complete_record(name: str) -> None:
             # an importable family is recognisable from its config, and only then has hints
             assert bool(value) == (record.config_reader != "none"), field.name
             assert all(isinstance(h, str) and h for h in value)
-        elif field.name in ("vllm_method", "sglang_algorithm"):
-            assert value is None or (isinstance(value, str) and value.strip() == value != "")
         else:
             assert isinstance(value, bool), field.name
     # a block rule exactly for the parallel backbones; a block limit needs a block
@@ -59,7 +57,7 @@ def test_every_family_has_a_complete_record(name: str) -> None:
 def test_a_record_with_an_unknown_rule_is_refused() -> None:
     with pytest.raises(SpecError, match="'tree'"):
         Family(parallel=True, cache="none", round_cost="tree",  # type: ignore[arg-type]
-               block="trained", draft_limit="block", vllm_method=None, sglang_algorithm=None)
+               block="trained", draft_limit="block")
 
 
 def test_every_built_in_drafter_is_timed_by_its_familys_rule() -> None:

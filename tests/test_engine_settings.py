@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from specsim.engines import adapter
+from specsim.engines.sglang import pool as sglang_pool
 from specsim.errors import SpecError
 from specsim.specs.dtypes import Precision
-from specsim.specs.engine_args import sglang_pool, sglang_problems, vllm_problems
 from specsim.specs.io import builtin_names
 from specsim.speculation.recommend import engine_commands, recommend
 from specsim.speculation.setup import load_setup
@@ -24,6 +25,7 @@ from specsim.speculation.trees import best_first_tree, sglang_tree
 from tests.test_cli import run
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+VLLM, SGLANG = adapter("vllm"), adapter("sglang")
 DRAFTERS = builtin_names("drafters")
 
 
@@ -41,6 +43,14 @@ def _commands(slug: str) -> tuple[Any, Any, tuple[Any, ...]]:
                                 precision=Precision(weight_dtype=weights))
     rec = recommend(setup, profile, BATCHES, max_nodes=64)
     return rec, setup, tuple(engine_commands(rec, setup))
+
+
+def vllm_problems(config: dict[str, Any]) -> list[str]:
+    return VLLM.problems(config)
+
+
+def sglang_problems(flags: dict[str, Any], *, target_architecture: str = "") -> list[str]:
+    return SGLANG.problems(flags, target_architecture)
 
 
 def _flags(command: str) -> dict[str, object]:

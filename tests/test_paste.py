@@ -34,6 +34,9 @@ from specsim.speculation.setup import load_setup
 
 REPO = Path(__file__).resolve().parent.parent
 BASH = shutil.which("bash")
+# Built-in drafters whose family neither vLLM 0.33.0 nor SGLang 0.5.23 runs (Medusa, DEdit,
+# HSpec: no method in either engine's release).
+NO_ENGINE = {"medusa-vicuna-7b", "dedit-qwen3-4b", "hspec-qwen3-8b"}
 pytestmark = pytest.mark.skipif(BASH is None, reason="needs bash to paste commands into")
 
 # The stub writes its argument count, its name and its arguments, each NUL-terminated (an
@@ -189,11 +192,7 @@ def test_every_builtin_drafters_commands_paste_exactly(shell: Shell, slug: str) 
             assert ("--tensor-parallel-size" in c.argv or "--tp-size" in c.argv) == (tp > 1)
             if c.engine == "sglang" and engine.endswith(":sync"):
                 assert "--disable-overlap-schedule" in c.argv
-    family = load_drafter(slug).kind
-    if family.vllm_method is None and family.sglang_algorithm is None:
-        assert emitted == 0
-    else:
-        assert emitted > 0
+    assert (emitted > 0) == (slug not in NO_ENGINE)
 
 
 def _plan(drafter: str, model: str) -> object:
@@ -226,8 +225,7 @@ def test_every_builtin_drafters_plan_commands_paste_exactly(shell: Shell, slug: 
             _check_command(shell, c, target, drafter.checkpoint)
             flag = "--max-num-seqs" if c.engine == "vllm" else "--max-running-requests"
             assert list(c.argv[-2:]) == [flag, str(s.batch)]
-    runnable = drafter.kind.vllm_method is not None or drafter.kind.sglang_algorithm is not None
-    assert (emitted > 0) == runnable
+    assert (emitted > 0) == (slug not in NO_ENGINE)
     # the report's block of engine commands, pasted whole: its comments run nothing
     parts = {d.name: d for d in plan.drafters}  # type: ignore[attr-defined]
     for name, text in command_lines(plan):  # type: ignore[arg-type]

@@ -3,10 +3,12 @@ flags, and the memory limit."""
 
 from __future__ import annotations
 
+from specsim.engines.sglang import flags_per_row, speculative_args
+from specsim.engines.vllm import config_flag, speculative_config
 from specsim.specs.acceptance import constant_profile
 from specsim.specs.drafters import load_drafter
 from specsim.specs.hardware import load_hardware
-from specsim.speculation.recommend import Choice, Recommendation, recommend, vllm_flag
+from specsim.speculation.recommend import Choice, Recommendation, recommend
 from specsim.speculation.speedup import Setup
 
 H100 = load_hardware("h100-sxm")
@@ -20,38 +22,42 @@ def _choice(batch: int, nodes: int, depth: int, width: int) -> Choice:
 
 def test_sglang_triple_for_a_chain_and_a_tree() -> None:
     # A chain: topk 1, draft tokens = steps + 1 (the root is the last verified token).
-    assert _choice(1, 5, 5, 1).sglang_flags == (
-        "--speculative-num-steps 5 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6")
-    assert _choice(1, 39, 12, 3).sglang_flags == (
-        "--speculative-num-steps 12 --speculative-eagle-topk 3 "
-        "--speculative-num-draft-tokens 40")
-    assert _choice(1, 0, 0, 0).sglang_flags == "(no speculation)"
+    eagle3 = load_drafter("eagle3-llama-3.1-8b")
+    assert speculative_args(eagle3, _choice(1, 5, 5, 1)) == {
+        "--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 5,
+        "--speculative-eagle-topk": 1, "--speculative-num-draft-tokens": 6}
+    assert speculative_args(eagle3, _choice(1, 39, 12, 3)) == {
+        "--speculative-algorithm": "EAGLE3", "--speculative-num-steps": 12,
+        "--speculative-eagle-topk": 3, "--speculative-num-draft-tokens": 40}
+    none = [_choice(1, 0, 0, 0)]
+    rec = Recommendation(best=none, best_chain=none, objective="speedup")
+    assert flags_per_row(rec, eagle3) == ["(no speculation)"]
 
 
 def test_vllm_schedule_merges_equal_ranges() -> None:
     chains = [_choice(1, 7, 7, 1), _choice(8, 7, 7, 1), _choice(32, 4, 4, 1),
               _choice(128, 2, 2, 1)]
     rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
-    config = rec.vllm_config(load_drafter("eagle3-llama-3.1-8b"))
+    config = speculative_config(rec, load_drafter("eagle3-llama-3.1-8b"))
     assert config == {"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                       "num_speculative_tokens": 7,
                       "num_speculative_tokens_per_batch_size": [[1, 8, 7], [9, 32, 4],
                                                                 [33, 128, 2]]}
-    assert vllm_flag(config).startswith("--speculative-config '{\"method\":\"eagle3\"")
+    assert config_flag(config).startswith("--speculative-config '{\"method\":\"eagle3\"")
 
 
 def test_vllm_config_without_schedule_when_load_does_not_matter() -> None:
     chains = [_choice(1, 3, 3, 1), _choice(64, 3, 3, 1)]
     rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
-    assert rec.vllm_config(load_drafter("dflash-qwen3-8b")) == {
+    assert speculative_config(rec, load_drafter("dflash-qwen3-8b")) == {
         "method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 3}
-    assert rec.vllm_config(load_drafter("hspec-qwen3-8b")) is None  # no vLLM method
+    assert speculative_config(rec, load_drafter("hspec-qwen3-8b")) is None  # no vLLM method
 
 
 def test_p_eagle_turns_on_parallel_drafting() -> None:
     chains = [_choice(1, 8, 8, 1)]
     rec = Recommendation(best=chains, best_chain=chains, objective="speedup")
-    assert rec.vllm_config(load_drafter("p-eagle-gpt-oss-120b")) == {
+    assert speculative_config(rec, load_drafter("p-eagle-gpt-oss-120b")) == {
         "method": "eagle3", "model": "amazon/gpt-oss-120b-p-eagle", "num_speculative_tokens": 8,
         "parallel_drafting": True}
 
@@ -81,14 +87,14 @@ def test_sglang_flags_name_the_algorithm_where_sglang_has_one() -> None:
     triple = "--speculative-num-steps 5 --speculative-eagle-topk 1 " \
         "--speculative-num-draft-tokens 6"
     # DFLASH: SGLang forces steps = topk = 1; the block (anchor + drafts) is the one flag
-    assert rec.sglang_flags(load_drafter("dflash-qwen3-8b")) == [
+    assert flags_per_row(rec, load_drafter("dflash-qwen3-8b")) == [
         "--speculative-algorithm DFLASH --speculative-dflash-block-size 6", "(no speculation)"]
-    assert rec.sglang_flags(load_drafter("eagle3-llama-3.1-8b"))[0] == \
+    assert flags_per_row(rec, load_drafter("eagle3-llama-3.1-8b"))[0] == \
         "--speculative-algorithm EAGLE3 " + triple
     # no SGLang algorithm for Medusa, nor without a drafter: the tree shape alone
     cannot = ["(SGLang cannot run it)", "(no speculation)"]
-    assert rec.sglang_flags(load_drafter("medusa-vicuna-7b")) == cannot
-    assert rec.sglang_flags(None) == cannot
+    assert flags_per_row(rec, load_drafter("medusa-vicuna-7b")) == cannot
+    assert flags_per_row(rec, None) == cannot
 
 
 def test_serving_batch_is_the_most_throughput_above_the_floor_that_fits() -> None:

@@ -6,11 +6,10 @@ from typing import Annotated, Any
 import typer
 
 from specsim.cli.common import (
+    DEFAULT_DRAFTER,
     DEFAULT_HARDWARE,
     ComputeDtypeOpt,
     ContextOpt,
-    DrafterOpt,
-    EngineOpt,
     EpOpt,
     HardwareOpt,
     JsonOpt,
@@ -18,8 +17,9 @@ from specsim.cli.common import (
     TpOpt,
     WeightDtypeOpt,
     app,
+    check_int,
+    check_number,
     command_group,
-    context_tokens,
     echo,
     emit,
     parse_context,
@@ -38,6 +38,9 @@ TREE_NODES = "0,1,2,3,4,6,8,12,16,24,32,48,64,96,128,192,256,384,512,768,1024"
 
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="Target model (default: the drafter's target).")]
+DrafterOpt = Annotated[str | None, typer.Option(
+    "--drafter", "-d", help="Drafter spec: a built-in slug (`specsim drafters list`) or a YAML "
+    "path. Its architecture sets the drafting cost; its published acceptance is the default.")]
 AlphaOpt = Annotated[float | None, typer.Option(
     help="Constant acceptance per position (trees: a_j = alpha (1 - alpha)^j).")]
 WorkloadOpt = Annotated[str | None, typer.Option(
@@ -48,6 +51,11 @@ DraftCostOpt = Annotated[float | None, typer.Option(
 BatchOpt = Annotated[str, typer.Option(help="Batch sizes (concurrent requests).")]
 ShapeOpt = Annotated[str, typer.Option(
     help="chain, tree (best-first), or auto (trees when the acceptance has per-rank data).")]
+EngineOpt = Annotated[str, typer.Option(
+    help="Serving engine whose host and launch terms the round pays (`specsim engines list`: "
+    "hf-eager, vllm, sglang); roofline = the idealized GPU with no engine. NAME:sync / "
+    "NAME:overlap time speculative rounds with their host work after / during the GPU's "
+    "(sglang overlaps by default, as SGLang 0.5.23 does; sglang:sync is SGLang before spec v2).")]
 
 
 @drafters_app.command("list")
@@ -155,7 +163,8 @@ def _plot_title(setup: Any, profile: Any, shape: str) -> str:
 def recommend(
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     model: ModelOpt = None,
-    drafter: DrafterOpt = None,
+    drafter: Annotated[str, typer.Option(
+        "--drafter", "-d", help="Drafter spec (slug or YAML).")] = DEFAULT_DRAFTER,
     alpha: AlphaOpt = None,
     workload: WorkloadOpt = None,
     ranks: Annotated[Path | None, typer.Option(
@@ -186,6 +195,7 @@ def recommend(
     as_json: JsonOpt = False,
 ) -> None:
     """The best chain or tree per batch size, and per engine a command that runs it."""
+    from specsim.engines import adapter, vllm
     from specsim.present.render import context_text, setup_line
     from specsim.present.rows import recommend_rows, serving_text
     from specsim.specs.io import check_writable
@@ -195,6 +205,9 @@ def recommend(
 
     if tree_out is not None:
         check_writable(tree_out, force=force)
+    check_int(max_nodes, "--max-nodes", low=0, high=MAX_TREE_NODES)
+    check_int(max_depth, "--max-depth", low=1, high=MAX_TREE_NODES)
+    check_number(min_user_rate, "--min-tokens-per-s-per-user", low=0.0, high=1e9)
     setup, profile = load_setup(
         hardware=hardware, model=model, drafter=drafter, alpha=alpha, workload=workload,
         ranks=str(ranks) if ranks else None, context=parse_context(context), tp=tp,
@@ -203,8 +216,7 @@ def recommend(
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
                         shape=shape, max_depth=max_depth)
     commands = engine_commands(rec, setup)
-    vllm_k = {c.batch: c.nodes for c in rec.schedule_chain}
-    rows = recommend_rows(rec.best, vllm_k, rec.sglang_flags(setup.drafter))
+    rows = recommend_rows(rec, setup.drafter)
     bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
               "depth": b.depth} for b in rec.bound] if rec.bound else None
     serving = serving_batch(rec.best, min_user_rate)
@@ -222,7 +234,7 @@ def recommend(
                                     "argv": list(c.argv) if c.argv else None,
                                     "reason": c.reason,
                                     "batches": list(c.batches)} for c in commands],
-                      "vllm_speculative_config": rec.vllm_config(setup.drafter),
+                      "vllm_speculative_config": vllm.speculative_config(rec, setup.drafter),
                       "serving_batch": serving.batch if serving else None,
                       "notes": list(rec.notes), "acceptance_source": profile.source,
                       "engine": engine}))
@@ -235,10 +247,11 @@ def recommend(
             f"batch {b['batch']} tau {b['tau']:.3f} speedup {b['speedup']:.3f}" for b in bound))
     echo("")
     for c in commands:
-        label = f"{'vLLM' if c.engine == 'vllm' else 'SGLang'} {c.version}"
+        engine_adapter = adapter(c.engine)
+        label = engine_adapter.label
         if c.command is None:
             echo(f"{label}: {c.reason}")
-        elif c.engine == "sglang" and len(commands) > 1:
+        elif not engine_adapter.per_batch_schedule and len(commands) > 1:
             echo(f"{label} (batch {', '.join(map(str, c.batches))}): {c.command}")
         else:
             echo(f"{label}: {c.command}")
@@ -260,7 +273,7 @@ def acceptance_fit(
              "live endpoint URL (http://host:port/metrics).")],
     out: Annotated[Path, typer.Option(help="Workload YAML to write.")],
     name: Annotated[str | None, typer.Option(help="Workload name.")] = None,
-    context: ContextOpt = None,
+    context: ContextOpt = "2048",
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -273,7 +286,7 @@ def acceptance_fit(
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     counts = read_counts(metrics)
     document = workload_to_yaml(name or metrics_name(metrics), counts.to_profile(),
-                                context=context_tokens(context),
+                                context=parse_context(context) or 0.0,
                                 counts_source=f"vLLM counters in {metrics}")
     write_yaml(out, document, force=force)
     rows = acceptance_rows(counts)

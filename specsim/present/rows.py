@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from specsim.engines import adapters
 from specsim.forward.cost import PassCost
 from specsim.forward.memory import MemoryPlan
 from specsim.specs.cache import attention_layer_kv_bytes_per_token, kv_layout
@@ -14,6 +15,7 @@ from specsim.specs.params import active_params, param_breakdown, total_params, w
 if TYPE_CHECKING:
     from specsim.measurement.vllm_metrics import SpecDecodeCounts
     from specsim.specs.drafters import Drafter
+    from specsim.speculation.recommend import Recommendation
     from specsim.speculation.speedup import Choice
 
 Row = dict[str, Any]
@@ -232,15 +234,16 @@ def acceptance_rows(counts: SpecDecodeCounts) -> list[Row]:
                                            strict=True))]
 
 
-def recommend_rows(choices: list[Any], vllm_k: dict[int, int], sglang_flags: list[str]
-                   ) -> list[Row]:
-    """Rows of `recommend`, one per batch size; a batch that does not fit shows no speeds and
-    no flags. vllm_k: the chain length vLLM's schedule runs at each batch size."""
-    return [_recommend_row(c, vllm_k.get(c.batch, 0), flags)
-            for c, flags in zip(choices, sglang_flags, strict=True)]
+def recommend_rows(rec: Recommendation, drafter: Drafter | None) -> list[Row]:
+    """Rows of `recommend`, one per batch size of `rec.best`, with one column per registered
+    engine adapter (`vllm_k`: the chain length vLLM's schedule runs; `sglang`: SGLang's flags);
+    a batch that does not fit shows no speeds and no engine setting."""
+    columns = {a.column: a.cells(rec, drafter) for a in adapters()}
+    return [{**_recommend_row(c), **{name: cells[i] for name, cells in columns.items()}}
+            for i, c in enumerate(rec.best)]
 
 
-def _recommend_row(c: Any, vllm_k: int, flags: str) -> Row:
+def _recommend_row(c: Any) -> Row:
     nan = float("nan")
     return {"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
             "tau": c.tau, "speedup": c.speedup if c.fits else nan,
@@ -248,8 +251,7 @@ def _recommend_row(c: Any, vllm_k: int, flags: str) -> Row:
                 c.tokens_per_s_per_user / c.speedup if c.fits and c.speedup else nan,
             "tokens_per_s_per_user": c.tokens_per_s_per_user if c.fits else nan,
             "throughput_tokens_per_s": c.throughput if c.fits else nan,
-            "fits": c.fits, "vllm_k": vllm_k if c.fits else None,
-            "sglang": flags if c.fits else "(does not fit in memory)"}
+            "fits": c.fits}
 
 
 def serving_text(choice: Any, floor: float) -> str:

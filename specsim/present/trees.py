@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from specsim.engines import sglang, tree_engines
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.drafters import Drafter
-from specsim.speculation.recommend import Choice, Recommendation, sglang_algorithm
+from specsim.speculation.recommend import Choice, Recommendation
 from specsim.speculation.speedup import Setup
 from specsim.speculation.trees import Tree, best_first_tree, chain, sglang_tree
 
@@ -24,7 +25,7 @@ def tree_json(tree: Tree) -> dict[str, Any]:
 def _realized(choice: Choice, profile: AcceptanceProfile, drafter: Drafter | None) -> Tree:
     if choice.max_width <= 1:
         return chain(profile.alphas(choice.nodes))
-    if sglang_algorithm(drafter) is not None:
+    if tree_engines(drafter):
         return sglang_tree(profile.ranks(choice.max_width), choice.depth, choice.max_width,
                            choice.nodes + 1)
     return best_first_tree(profile.ranks(choice.nodes), choice.nodes, choice.depth)
@@ -35,7 +36,7 @@ def tree_document(rec: Recommendation, setup: Setup, profile: AcceptanceProfile,
     """Per batch the tree an engine runs (with its engine flags; neither vLLM 0.33.0 nor
     SGLang 0.5.23 takes a tree literal), and the best tree of `max_nodes` nodes at most
     `max_depth` deep whose nodes' children are their top ranks (Sequoia's optimum)."""
-    flags = rec.sglang_flags(setup.drafter)
+    flags = sglang.flags_per_row(rec, setup.drafter)
     per_batch = []
     for c, f in zip(rec.best, flags, strict=True):
         entry: dict[str, Any] = {"batch": c.batch, "shape": c.shape, "tau": c.tau,

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsim.errors import SpecError, check_number
+from specsim.engines import EngineAdapter, adapters, block_only, runs_chains, tree_engines
+from specsim.errors import SpecError
 from specsim.forward.memory import serving_memory
 from specsim.forward.ops import tp_problem
 from specsim.measurement.validate import GroupError, held_out_summary
@@ -35,9 +36,7 @@ from specsim.serving.capacity import (
 from specsim.serving.policies import PolicySweep, simulate_policies
 from specsim.serving.scenarios import Scenario, load_scenario
 from specsim.specs.acceptance import AcceptanceProfile
-from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
 from specsim.specs.drafters import Drafter, load_drafter
-from specsim.specs.engine_args import engine_args
 from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.io import builtin_names
@@ -46,10 +45,8 @@ from specsim.speculation.recommend import (
     Choice,
     EngineCommand,
     Recommendation,
-    _depth_limit,
-    engine_commands,
+    limit_depth,
     recommend,
-    sglang_algorithm,
     sglang_candidates,
 )
 from specsim.speculation.speedup import (
@@ -66,8 +63,6 @@ MAX_NODES = 64
 # Batch sizes of the recommendation table and of the speedup figure (the same, so the figure's
 # dots are the table's settings).
 RECOMMEND_BATCH = (1, 4, 16, 64, 256)
-# The engines' cap on concurrent requests per replica (vLLM's default is 256).
-BATCH_FLAGS = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests"}
 # Largest tree of any shape drawn as the bound in the speedup figure, nodes.
 BOUND_MAX_NODES = 256
 # Per-user speed SLO when none is given: a fast reader, tokens/s (a stated default).
@@ -150,30 +145,21 @@ def _join(parts: list[Candidates]) -> Candidates:
                       shape=tuple(s for p in parts for s in p.shape))
 
 
-def _block_only(drafter: Drafter | None) -> bool:
-    """SGLang runs this drafter's algorithm with one fixed block (DFLASH, DSPARK)."""
-    algorithm = sglang_algorithm(drafter)
-    return algorithm is not None and not engine_args("sglang").rules["algorithms"][
-        algorithm]["tree"]
-
-
 def engine_candidates(setup: Setup, profile: AcceptanceProfile,
                       max_nodes: int = MAX_NODES) -> Candidates:
     """The chains and trees `recommend` weighs for the engines: chains up to its depth limit
     (vLLM; SGLang with topk 1), SGLang's fixed block for block drafters, and SGLang's EAGLE
     trees when the per-rank acceptance is measured. A drafter no engine runs gets chains
     (specsim's model, as recommend does)."""
-    depth = _depth_limit(setup, profile, max_nodes, None, [])
+    depth = limit_depth(setup, profile, max_nodes, None, [])
     chains = chain_candidates(profile, depth)
     drafter = setup.drafter
-    runs_vllm = drafter is not None and drafter.kind.vllm_method is not None
-    if _block_only(drafter) and not runs_vllm:
+    if block_only(drafter) and not runs_chains(drafter):
         keep = (chains.nodes == 0) | (chains.nodes == depth)
         return Candidates(nodes=chains.nodes[keep], depth=chains.depth[keep],
                           tau=chains.tau[keep], max_width=chains.max_width[keep],
                           shape=tuple(np.asarray(chains.shape)[keep].tolist()))
-    if sglang_algorithm(drafter) is None or _block_only(drafter) \
-            or not _trees_allowed(profile):
+    if not tree_engines(drafter) or block_only(drafter) or not _trees_allowed(profile):
         return chains
     steps = min(depth, max(AUTOREGRESSIVE_DEPTHS))
     return _join([chains, sglang_candidates(profile, max_nodes, steps)])
@@ -225,10 +211,11 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     drafters: slugs or paths (None: the built-in drafters trained for the model);
     acceptance: one profile for every drafter (e.g. `specsim acceptance fit` output).
     """
-    check_number(target_tokens_per_s, "target_tokens_per_s", low=0.0,
-                 high=MAX_TOKENS_PER_S, low_open=True)
-    check_number(min_tokens_per_s_per_user, "min_tokens_per_s_per_user", low=0.0,
-                 high=MAX_TOKENS_PER_S_PER_USER)
+    if target_tokens_per_s is not None and target_tokens_per_s <= 0:
+        raise SpecError(f"option --target-throughput: must be > 0, got {target_tokens_per_s:g}")
+    if min_tokens_per_s_per_user is not None and min_tokens_per_s_per_user < 0:
+        raise SpecError("option --min-tokens-per-s-per-user: must be >= 0, got "
+                        f"{min_tokens_per_s_per_user:g}")
     scenario = load_scenario(workload)
     if acceptance is not None:
         scenario = scenario.with_acceptance(acceptance)
@@ -314,40 +301,43 @@ def memory_by_context(plan: Plan, contexts: tuple[float, ...]) -> list[dict[str,
     return rows
 
 
-def setting_engines(plan: Plan, s: Setting) -> list[str]:
-    """The engines that build a setting: "vLLM" for chains of a vLLM method, "SGLang" for
-    what its algorithm builds; empty for plain decoding or a drafter no engine runs."""
+def setting_adapters(plan: Plan, s: Setting) -> list[EngineAdapter]:
+    """The engines that build a setting: chain engines (vLLM) for a chain of a method they
+    have, EAGLE-tree engines (SGLang) for what their algorithm builds; empty for plain
+    decoding or a drafter no engine runs."""
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if s.nodes == 0 or part is None or part.drafter is None or part.profile is None:
         return []
     drafter = part.drafter
-    engines = []
-    if s.shape == "chain" and drafter.kind.vllm_method is not None:
-        engines.append("vLLM")
-    if sglang_algorithm(drafter) is not None:
-        block = _depth_limit(dataclasses.replace(plan.setup, drafter=drafter), part.profile,
-                             MAX_NODES, None, [])
-        if not _block_only(drafter) or s.nodes == block:
-            engines.append("SGLang")
-    return engines
+    block = limit_depth(dataclasses.replace(plan.setup, drafter=drafter), part.profile,
+                        MAX_NODES, None, [])
+    return [a for a in adapters() if a.builds_setting(drafter, _choice(s), block)]
+
+
+def setting_engines(plan: Plan, s: Setting) -> list[str]:
+    """The names of the engines that build a setting ("vLLM", "SGLang"), as printed."""
+    return [a.name for a in setting_adapters(plan, s)]
+
+
+def _choice(s: Setting) -> Choice:
+    return Choice(batch=s.batch, shape=s.shape, nodes=s.nodes, depth=s.depth,
+                  max_width=s.max_width, tau=s.tau, round_s=s.round_s,
+                  speedup=float("nan"), tokens_per_s_per_user=s.tokens_per_s_per_user,
+                  throughput=s.throughput_per_gpu * s.tp, fits=True)
 
 
 def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
     """Commands that start a server with exactly this setting (its TP, its draft length or
-    tree), from recommend's `engine_commands`; only the engines that build it."""
-    engines = setting_engines(plan, s)
+    tree, its batch cap), from each engine adapter; only the engines that build it."""
+    engines = setting_adapters(plan, s)
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if not engines or part is None or part.setup is None:
         return []
-    choice = Choice(batch=s.batch, shape=s.shape, nodes=s.nodes, depth=s.depth,
-                    max_width=s.max_width, tau=s.tau, round_s=s.round_s,
-                    speedup=float("nan"), tokens_per_s_per_user=s.tokens_per_s_per_user,
-                    throughput=s.throughput_per_gpu * s.tp, fits=True)
-    chains = [choice] if "vLLM" in engines else []
+    choice = _choice(s)
+    chains = [choice] if any(a.builds == "chains" for a in engines) else []
+    trees = [choice] if any(a.builds == "eagle_trees" for a in engines) else None
     rec = Recommendation(best=[choice], best_chain=chains, schedule_chain=chains,
-                         objective="throughput",
-                         sglang=[choice] if "SGLang" in engines else None)
+                         objective="throughput", sglang=trees)
     setup = dataclasses.replace(part.setup, tp=s.tp)
-    wanted = {e.lower() for e in engines}
-    return [dataclasses.replace(c, argv=(*c.argv, BATCH_FLAGS[c.engine], str(s.batch)))
-            for c in engine_commands(rec, setup) if c.engine in wanted and c.argv]
+    return [dataclasses.replace(c, argv=(*c.argv, a.batch_flag, str(s.batch)))
+            for a in engines for c in a.commands(rec, setup) if c.argv]

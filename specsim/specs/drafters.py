@@ -50,9 +50,8 @@ class Family:
     config_reader: how `drafters import` reads a published checkpoint's config.json ("none":
     not importable); config_hints: lower-case substrings of its `architectures` entry, or
     config keys, that identify the family (the longest matching hint wins).
-    vllm_method / sglang_algorithm: the engine's `--speculative-config` method and
-    `--speculative-algorithm`, None where the engine has none; vllm_parallel_drafting: vLLM
-    needs `"parallel_drafting": true` to run it.
+    Which engines run a family, and under which name, is the engines' knowledge: the
+    `families:` of each engine's `speculative:` block (engines/<engine>.yaml).
     """
 
     parallel: bool
@@ -60,10 +59,7 @@ class Family:
     round_cost: RoundCost
     block: BlockRule
     draft_limit: DraftLimitRule
-    vllm_method: str | None
-    sglang_algorithm: str | None
     target_shaped_layers: bool = False
-    vllm_parallel_drafting: bool = False
     config_reader: ConfigReader = "none"
     config_hints: tuple[str, ...] = ()
 
@@ -77,48 +73,37 @@ class Family:
             raise SpecError("drafter family: a block rule belongs to a parallel round cost")
 
 
-# One row per family; engine names as in vLLM's `--speculative-config` method and SGLang's
-# `--speculative-algorithm` (DESIGN.md section 4 for the rest). Adding a family is one row.
+# One row per family (DESIGN.md section 4). Adding a family is one row here, and one entry in
+# the `families:` of each engine that runs it (engines/<engine>.yaml).
 FAMILIES: dict[str, Family] = {
     "small_llm": Family(parallel=False, cache="model", round_cost="autoregressive",
-                        block="none", draft_limit="none",
-                        vllm_method="draft_model", sglang_algorithm="STANDALONE"),
+                        block="none", draft_limit="none"),
     "eagle": Family(parallel=False, cache="own_layers", round_cost="autoregressive",
                     block="none", draft_limit="none",
-                    vllm_method="eagle", sglang_algorithm="EAGLE",
                     config_reader="llama_layer", config_hints=("eagle",)),
     "eagle3": Family(parallel=False, cache="own_layers", round_cost="autoregressive",
                      block="none", draft_limit="none",
-                     vllm_method="eagle3", sglang_algorithm="EAGLE3",
                      config_reader="llama_layer_draft_vocab",
                      config_hints=("eagle3", "draft_vocab_size")),
     "mtp": Family(parallel=False, cache="own_layers", round_cost="autoregressive",
                   block="none", draft_limit="none", target_shaped_layers=True,
-                  vllm_method="mtp", sglang_algorithm="EAGLE",
                   config_reader="target_modules",
                   config_hints=("num_nextn_predict_layers", "mtp_num_hidden_layers")),
     "medusa": Family(parallel=True, cache="none", round_cost="target_heads",
-                     block="none", draft_limit="heads",
-                     vllm_method=None, sglang_algorithm=None),
+                     block="none", draft_limit="heads"),
     "p_eagle": Family(parallel=True, cache="own_layers", round_cost="parallel",
-                      block="depth", draft_limit="block", vllm_parallel_drafting=True,
-                      vllm_method="eagle3", sglang_algorithm=None),
+                      block="depth", draft_limit="block"),
     "pard": Family(parallel=True, cache="model", round_cost="parallel",
-                   block="trained", draft_limit="block", vllm_parallel_drafting=True,
-                   vllm_method="draft_model", sglang_algorithm=None),
+                   block="trained", draft_limit="block"),
     "dflash": Family(parallel=True, cache="own_layers", round_cost="parallel",
                      block="trained", draft_limit="block",
-                     vllm_method="dflash", sglang_algorithm="DFLASH",
                      config_reader="block", config_hints=("dflash",)),
     "dspark": Family(parallel=True, cache="own_layers", round_cost="parallel",
-                     block="trained", draft_limit="block",
-                     vllm_method="dspark", sglang_algorithm="DSPARK"),
+                     block="trained", draft_limit="block"),
     "dedit": Family(parallel=True, cache="own_layers", round_cost="parallel",
-                    block="trained", draft_limit="block",
-                    vllm_method=None, sglang_algorithm=None),
+                    block="trained", draft_limit="block"),
     "hspec": Family(parallel=True, cache="none", round_cost="parallel",
-                    block="trained", draft_limit="block",
-                    vllm_method=None, sglang_algorithm=None),
+                    block="trained", draft_limit="block"),
 }
 
 

@@ -1,0 +1,238 @@
+"""The engine adapter: everything one serving engine's command line knows, behind one record.
+
+An adapter says which drafter families the engine runs and under which method name, what it
+builds from a recommendation (one chain length per batch range, or SGLang-style EAGLE trees and
+fixed blocks), its cap on concurrent requests, the rules an emitted setting must keep (read from
+the `speculative:` block of engines/<slug>.yaml) and the command that starts a server. The
+engine's timing terms are not here: they live in `specsim.specs.engines`.
+
+Adding an engine is one module with one module-level `EngineAdapter` passed to `register`, and
+one YAML; nothing else names an engine.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from specsim.errors import SpecError
+from specsim.specs.drafters import FAMILIES
+from specsim.specs.engine_args import EngineArgs, engine_args
+
+if TYPE_CHECKING:
+    from specsim.specs.drafters import Drafter
+    from specsim.speculation.recommend import Recommendation
+    from specsim.speculation.speedup import Choice, Setup
+
+# What an engine builds from a recommendation. "chains": one chain length per batch-size range
+# (the recommendation's per-batch schedule of chains). "eagle_trees": the tree an EAGLE
+# expansion realizes for (steps, topk, draft tokens), or one fixed block for a block method.
+Builds = Literal["chains", "eagle_trees"]
+
+
+def render_command(argv: Sequence[str]) -> str:
+    """An argument vector as one line a POSIX shell runs as exactly that vector: every word
+    that needs it is single-quoted (a `'` inside written as '"'"'), none is left to expand."""
+    return shlex.join(argv)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineCommand:
+    """A command that starts a server with the recommended setting, or why there is none.
+
+    argv: the command, one argument per item (empty where there is none); `command` is it
+    rendered for a shell. batches: the batch sizes the command is the best setting for (all,
+    for vLLM's schedule).
+    """
+
+    engine: str
+    version: str
+    argv: tuple[str, ...] = ()
+    reason: str = ""
+    batches: tuple[int, ...] = ()
+
+    @property
+    def command(self) -> str | None:
+        """The command as one line to paste into a POSIX shell, None where there is none."""
+        return render_command(self.argv) if self.argv else None
+
+
+Commands = Callable[["EngineAdapter", "Recommendation", "Setup"], list["EngineCommand"]]
+Problems = Callable[["EngineAdapter", Mapping[str, Any], str], list[str]]
+Cells = Callable[["EngineAdapter", "Recommendation", "Drafter | None"], list[object]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineAdapter:
+    """One serving engine's command vocabulary and rules.
+
+    slug: the engine's name in engines/<slug>.yaml and in `EngineCommand.engine`; name: as
+    printed ("vLLM"). builds: see `Builds`. batch_flag: the flag capping concurrent
+    requests per replica. per_batch_schedule: one command covers every batch size (a schedule
+    inside the setting) rather than one command per setting. column: the recommend table's
+    column for this engine, and table_cells: its value per row of `Recommendation.best`.
+    find_problems(adapter, setting, target_architecture): every rule of engines/<slug>.yaml
+    the setting breaks (empty: the engine starts with it). build_commands(adapter, rec,
+    setup): the commands that run a recommendation, or one saying why there is none.
+    spec_path: the YAML (None: the built-in engines/<slug>.yaml). Call the three through the
+    methods `cells`, `problems` and `commands`.
+    """
+
+    slug: str
+    name: str
+    builds: Builds
+    batch_flag: str
+    per_batch_schedule: bool
+    column: str
+    table_cells: Cells
+    find_problems: Problems
+    build_commands: Commands
+    spec_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.builds not in get_args(Builds):
+            raise SpecError(f"engine adapter {self.slug}: builds {self.builds!r} is not one of "
+                            f"{get_args(Builds)}")
+
+    def problems(self, setting: Mapping[str, Any], target_architecture: str = "") -> list[str]:
+        """Every rule of the engine's YAML that `setting` breaks (empty: it starts)."""
+        return self.find_problems(self, setting, target_architecture)
+
+    def commands(self, rec: Recommendation, setup: Setup) -> list[EngineCommand]:
+        """The commands that run `rec` on this engine, or one saying why there is none."""
+        return self.build_commands(self, rec, setup)
+
+    def cells(self, rec: Recommendation, drafter: Drafter | None) -> list[object]:
+        """The recommend table's column for this engine, one value per row of `rec.best`."""
+        return self.table_cells(self, rec, drafter)
+
+    @property
+    def args(self) -> EngineArgs:
+        """The `speculative:` block of the engine's YAML (version, launch, rules)."""
+        return engine_args(self.slug, self.spec_path)
+
+    @property
+    def methods(self) -> Mapping[str, str]:
+        """Drafter family -> the engine's method (vLLM's `--speculative-config` method,
+        SGLang's `--speculative-algorithm`), as the YAML's `speculative.families` records it;
+        a family not listed is one the engine cannot run."""
+        args = self.args
+        families = args.rules.get("families")
+        if not isinstance(families, dict) or not all(
+                isinstance(v, str) and v for v in families.values()):
+            raise SpecError(f"{args.path}: field 'speculative.families' = {families!r}: needs "
+                            "a mapping drafter family -> method name")
+        unknown = sorted(set(families) - set(FAMILIES))
+        if unknown:
+            raise SpecError(f"{args.path}: field 'speculative.families' names {unknown}, not "
+                            f"drafter families; known: {', '.join(FAMILIES)}")
+        return families
+
+    @property
+    def version(self) -> str:
+        return self.args.version
+
+    @property
+    def label(self) -> str:
+        """Name and version as printed, e.g. "vLLM 0.33.0"."""
+        return f"{self.name} {self.version}"
+
+    def method(self, drafter: Drafter | None) -> str | None:
+        """The engine's method for the drafter's family, None where the engine has none."""
+        return self.methods.get(drafter.family) if drafter is not None else None
+
+    def tree_method(self, drafter: Drafter | None) -> bool:
+        """Whether the engine runs this drafter as EAGLE trees (not one fixed block)."""
+        method = self.method(drafter)
+        return (self.builds == "eagle_trees" and method is not None
+                and bool(self.args.rules["algorithms"][method]["tree"]))
+
+    def block_only(self, drafter: Drafter | None) -> bool:
+        """Whether the engine runs this drafter with one fixed block (DFLASH, DSPARK)."""
+        return (self.builds == "eagle_trees" and self.method(drafter) is not None
+                and not self.tree_method(drafter))
+
+    def builds_setting(self, drafter: Drafter | None, choice: Choice, block: int) -> bool:
+        """Whether the engine runs this setting (block: the drafter's fixed block length)."""
+        if choice.nodes == 0 or self.method(drafter) is None:
+            return False
+        if self.builds == "chains":
+            return choice.shape == "chain"
+        return not self.block_only(drafter) or choice.nodes == block
+
+    def rows(self, rec: Recommendation) -> list[Choice] | None:
+        """The recommendation's rows this engine runs (None: none)."""
+        if self.builds == "chains":
+            return rec.schedule_chain or rec.best_chain
+        return rec.sglang
+
+    def unable(self, drafter: Drafter | None) -> EngineCommand:
+        """The answer where the engine has no method for the drafter's family."""
+        family = drafter.family if drafter else "(no drafter)"
+        return self.refuse(f"{self.label} cannot run the {family} family")
+
+    def refuse(self, reason: str) -> EngineCommand:
+        return EngineCommand(engine=self.slug, version=self.version, reason=reason)
+
+
+_REGISTRY: dict[str, EngineAdapter] = {}
+
+
+def register(engine: EngineAdapter) -> EngineAdapter:
+    """Add an adapter to the registry (the order of registration is the order printed)."""
+    if engine.slug in _REGISTRY and _REGISTRY[engine.slug] is not engine:
+        raise SpecError(f"engine adapter {engine.slug!r} is registered twice")
+    _REGISTRY[engine.slug] = engine
+    return engine
+
+
+def unregister(slug: str) -> None:
+    """Remove an adapter (for tests that register one of their own)."""
+    _REGISTRY.pop(slug, None)
+
+
+def adapters() -> tuple[EngineAdapter, ...]:
+    """Every registered engine adapter, in registration order."""
+    return tuple(_REGISTRY.values())
+
+
+def adapter(slug: str) -> EngineAdapter:
+    """The adapter of one engine by its slug."""
+    if slug not in _REGISTRY:
+        raise SpecError(f"engine '{slug}' has no command adapter; known: {', '.join(_REGISTRY)}")
+    return _REGISTRY[slug]
+
+
+def target_id(setup: Setup) -> str:
+    """The target's Hugging Face id: the drafter's trained-for id where it is the drafter's
+    own target, else the model spec's hf_id."""
+    drafter = setup.drafter
+    if drafter is not None and drafter.trained_for and drafter.target.slug == setup.target.slug:
+        return drafter.trained_for
+    if not setup.target.hf_id:
+        raise SpecError(f"{setup.target.path or setup.target.name}: field 'hf_id' (the Hugging "
+                        "Face id) is needed to print an engine command")
+    return setup.target.hf_id
+
+
+def tp_args(flag: str, tp: int) -> list[str]:
+    """The tensor-parallel flag and degree, nothing at TP 1."""
+    return [flag, str(tp)] if tp > 1 else []
+
+
+def runs_chains(drafter: Drafter | None) -> bool:
+    """Whether an engine that builds chains runs this drafter."""
+    return any(a.builds == "chains" and a.method(drafter) is not None for a in adapters())
+
+
+def tree_engines(drafter: Drafter | None) -> list[EngineAdapter]:
+    """The engines that run this drafter as EAGLE trees or a fixed block."""
+    return [a for a in adapters() if a.builds == "eagle_trees" and a.method(drafter) is not None]
+
+
+def block_only(drafter: Drafter | None) -> bool:
+    """Whether an engine runs this drafter with one fixed block only (DFLASH, DSPARK)."""
+    return any(a.block_only(drafter) for a in tree_engines(drafter))

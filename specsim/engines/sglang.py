@@ -1,0 +1,146 @@
+"""SGLang: the tree its EAGLE expansion realizes for (steps, topk, draft tokens), or one fixed
+block for DFLASH and DSPARK; one command per distinct setting.
+
+Rules, and the algorithm each drafter family runs with, from engines/sglang.yaml `speculative:`
+(SGLang 0.5.23's flags); every emitted setting is checked against them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from specsim.engines.base import EngineAdapter, EngineCommand, register, target_id, tp_args
+from specsim.errors import SpecError
+from specsim.specs.names import one_line
+
+if TYPE_CHECKING:
+    from specsim.specs.drafters import Drafter
+    from specsim.speculation.recommend import Recommendation
+    from specsim.speculation.speedup import Choice, Setup
+
+# The EAGLE loop's triple, all three or none.
+TRIPLE = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")
+
+
+def pool(steps: int, topk: int) -> int:
+    """Candidates SGLang's EAGLE expansion offers: topk + (steps - 1) topk^2."""
+    return topk + (steps - 1) * topk * topk
+
+
+def problems(engine: EngineAdapter, flags: Mapping[str, Any], target_architecture: str = ""
+             ) -> list[str]:
+    """Rules of SGLang's speculative flags that `flags` (flag -> value) break."""
+    rules = engine.args.rules
+    algorithm = str(flags.get(rules["algorithm_flag"], "")).upper()
+    spec = rules["algorithms"].get(algorithm)
+    if spec is None:
+        return [f"algorithm {algorithm!r} is not one of {sorted(rules['algorithms'])}"]
+    found = []
+    if spec["draft_path"] == "required" and not flags.get(rules["draft_flag"]) \
+            and not _builtin_draft(rules, algorithm, target_architecture):
+        found.append(f"{algorithm} needs {rules['draft_flag']}")
+    given = [flags.get(f) for f in TRIPLE]
+    if not spec["tree"]:
+        block = flags.get(spec["block_flag"])
+        if not isinstance(block, int) or block < 1:
+            found.append(f"{algorithm} needs {spec['block_flag']} >= 1")
+        if any(v is not None for v in given):
+            found.append(f"{algorithm} forces steps and topk to 1; do not pass the triple")
+        return found
+    if any(v is None for v in given):
+        return found + ["pass all three of steps / topk / draft tokens"]
+    steps, topk, tokens = (int(v) for v in given)  # type: ignore[arg-type]
+    tree = rules["tree"]
+    if steps < tree["min_steps"] or topk < tree["min_topk"]:
+        found.append("steps and topk must be >= 1")
+    elif topk == 1 and tokens != steps + 1:
+        found.append(f"topk 1: SGLang sets draft tokens to steps + 1 = {steps + 1}")
+    elif tokens - 1 > pool(steps, topk) or tokens < 2:
+        found.append(f"draft tokens {tokens}: need 2 <= draft tokens <= 1 + "
+                     f"{pool(steps, topk)} (topk + (steps - 1) topk^2)")
+    return found
+
+
+def _builtin_draft(rules: Mapping[str, Any], algorithm: str, target_architecture: str) -> bool:
+    """SGLang fills a missing draft path with the target's own MTP layers."""
+    return algorithm == "EAGLE" and target_architecture in rules["mtp_builtin_targets"]
+
+
+def speculative_args(drafter: Drafter | None, choice: Choice) -> dict[str, object]:
+    """The speculative flags of one SGLang setting, flag -> value (no draft path)."""
+    algorithm = SGLANG.method(drafter)
+    if drafter is None or algorithm is None:
+        return {}
+    rules = SGLANG.args.rules
+    spec = rules["algorithms"][algorithm]
+    args: dict[str, object] = {rules["algorithm_flag"]: algorithm}
+    if spec["tree"]:
+        steps, topk, tokens = TRIPLE
+        args[steps] = choice.depth
+        args[topk] = max(choice.max_width, 1)
+        args[tokens] = choice.nodes + 1
+    elif spec["draft_tokens"] == "block":
+        args[spec["block_flag"]] = choice.nodes + 1  # DFLASH: the block, anchor included
+    else:
+        args[spec["block_flag"]] = choice.nodes  # DSPARK: gamma draft tokens
+    return args
+
+
+def flags_per_row(rec: Recommendation, drafter: Drafter | None) -> list[str]:
+    """SGLang flags per batch size (of `rec.sglang`, else `rec.best`), "(no speculation)" or
+    "(SGLang cannot run it)"."""
+    rows = rec.sglang if rec.sglang is not None else rec.best
+    if SGLANG.method(drafter) is None:
+        return ["(SGLang cannot run it)" if c.nodes else "(no speculation)" for c in rows]
+    return [" ".join(f"{k} {v}" for k, v in speculative_args(drafter, c).items())
+            if c.nodes else "(no speculation)" for c in rows]
+
+
+def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[EngineCommand]:
+    """One `sglang.launch_server` command per distinct setting, with the batch sizes it is
+    best at, or one saying why there is none."""
+    args = engine.args
+    drafter = setup.drafter
+    algorithm = engine.method(drafter)
+    if drafter is None or algorithm is None or rec.sglang is None:
+        return [engine.unable(drafter)]
+    rules = args.rules
+    builtin = _builtin_draft(rules, algorithm, setup.target.architecture)
+    if not drafter.checkpoint and not builtin:
+        return [engine.refuse(f"{one_line(drafter.slug)} has no published checkpoint for "
+                              f"{rules['draft_flag']}")]
+    by_setting: dict[tuple[str, ...], list[int]] = {}
+    for c in rec.sglang:
+        if c.nodes and c.fits:
+            flags = speculative_args(drafter, c)
+            if not builtin or drafter.checkpoint != target_id(setup):
+                flags[rules["draft_flag"]] = drafter.checkpoint
+            found = engine.problems(flags, setup.target.architecture)
+            if found:
+                raise SpecError(f"internal: emitted SGLang setting breaks "
+                                f"engines/sglang.yaml: {found}")
+            words = tuple(word for k, v in flags.items() for word in (k, str(v)))
+            by_setting.setdefault(words, []).append(c.batch)
+    if not by_setting:
+        return [engine.refuse("speculation does not pay at any batch size that fits")]
+    head = [*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp)]
+    timing = setup.engine
+    if timing is not None and timing.base_slug == engine.slug and not timing.spec_overlap:
+        head.append(rules["sync_flag"])  # what was timed: rounds without the overlap
+    return [EngineCommand(engine=engine.slug, version=args.version, argv=(*head, *words),
+                          batches=tuple(b)) for words, b in by_setting.items()]
+
+
+def cells(engine: EngineAdapter, rec: Recommendation, drafter: Drafter | None) -> list[object]:
+    """The recommend table's `sglang` column: the flags per batch size."""
+    del engine
+    flags = flags_per_row(rec, drafter)
+    return [f if c.fits else "(does not fit in memory)"
+            for c, f in zip(rec.best, flags, strict=True)]
+
+
+SGLANG = register(EngineAdapter(
+    slug="sglang", name="SGLang", builds="eagle_trees",
+    batch_flag="--max-running-requests", per_batch_schedule=False, column="sglang",
+    table_cells=cells, find_problems=problems, build_commands=commands))
