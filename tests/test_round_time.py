@@ -154,3 +154,41 @@ def test_the_graph_finds_a_cycle_when_there_is_one() -> None:
     """The check above can fail: a two-module loop is found."""
     assert _reaches({"a": {"b"}, "b": {"a"}}, "a", "a")
     assert not _reaches({"a": {"b"}, "b": set()}, "a", "a")
+
+
+# ---------------------------------------------------------------- dtypes by name
+
+
+def test_int8_weights_are_not_priced_as_fp8() -> None:
+    """Dtypes travel by name: int8 and fp8 store one byte per weight, but only fp8 has a
+    quantized-GEMM rate in engines/vllm.yaml (0.82 of bf16's). By hand, an int8 decoding step
+    at one token on an H100 is its kernel time / 0.862 + per_pass 1.263 ms + per_request
+    0.0423 ms; fp8's is longer (its GEMMs stream at 0.82 of the bf16 rate)."""
+    import json
+
+    from tests.test_cli import run
+
+    def first_row(dtype: str) -> dict[str, float]:
+        out = run("roofline", "-H", "h100-sxm", "-m", "llama-3.1-8b", "--context", "0",
+                  "--tokens", "1", "--engine", "vllm", "--weight-dtype", dtype, "--json")
+        assert out.returncode == 0, out.stderr
+        return dict(json.loads(out.stdout)["rows"][0])
+
+    int8, fp8 = first_row("int8"), first_row("fp8")
+    assert int8["time_ms"] == pytest.approx(fp8["time_ms"])  # same bytes, same roofline
+    assert int8["engine_ms"] == pytest.approx(int8["time_ms"] / 0.862 + 1.263 + 0.0423,
+                                              rel=1e-9)
+    assert fp8["engine_ms"] > int8["engine_ms"] + 0.1
+
+
+def test_a_gemm_op_carries_its_weight_dtype_by_name() -> None:
+    """gpt-oss-20b ships bf16 attention and mxfp4 experts: each GEMM says which."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.hardware import load_hardware
+
+    cost = pass_cost(load_model("gpt-oss-20b"), load_hardware("h100-sxm"),
+                     batch_mix_passes(1.0, np.array([1.0]), np.array([0.0])))
+    dtypes = {c.op.name: c.op.weight_dtype for c in cost.ops if c.op.op_class == "gemm"}
+    assert dtypes["experts_up"] == dtypes["experts_down"] == "mxfp4"
+    assert dtypes["lm_head"] == "bf16"

@@ -60,6 +60,7 @@ class Op:
     gemm_n: float = 0.0
     gemm_count: FloatArray | None = None
     weight_bytes_per_param: float = 0.0
+    weight_dtype: str = ""  # the GEMM's stored weight dtype by name (specs/dtypes.py); "" else
     act_bytes_per_elem: float = 0.0
     kernel: AttentionKernel | None = None
 
@@ -93,21 +94,24 @@ class _Builder:
         self.model, self.shape, self.tp, self.ep = model, shape, tp, ep
         self.n = shape.tokens
         self.zero = np.broadcast_to(0.0, self.n.shape)
-        self.wb = BYTES_PER_PARAM[precision.weight_dtype or model.weight_dtype]
-        self.expert_wb = (BYTES_PER_PARAM[precision.weight_dtype] if precision.weight_dtype
-                          else model.expert_bytes_per_param)
+        self.weight_dtype = precision.weight_dtype or model.weight_dtype
+        self.wb = BYTES_PER_PARAM[self.weight_dtype]
+        moe_dtype = model.moe.weight_dtype if model.moe and model.moe.weight_dtype else ""
+        self.expert_dtype = precision.weight_dtype or moe_dtype or model.weight_dtype
         self.ab = BYTES_PER_PARAM[precision.activation_dtype]
         self.kv_dtype = precision.kv_dtype
         self.sb = BYTES_PER_PARAM[precision.state_dtype]
         self.ops: list[Op] = []
 
     def gemm(self, name: str, layers: int, k: float, n_out: float, *, m: FloatArray | None = None,
-             count: FloatArray | None = None, wb: float | None = None) -> None:
-        """`count` GEMMs (m x k) @ (k x n_out); m defaults to the pass's tokens, count to 1."""
+             count: FloatArray | None = None, dtype: str | None = None) -> None:
+        """`count` GEMMs (m x k) @ (k x n_out) of `dtype` weights (default: the pass's weight
+        dtype); m defaults to the pass's tokens, count to 1."""
         if layers == 0:
             return
         m = self.n if m is None else m
-        wb = self.wb if wb is None else wb
+        dtype = self.weight_dtype if dtype is None else dtype
+        wb = BYTES_PER_PARAM[dtype]
         shape = self.n.shape
         if count is None:  # one GEMM: weights are a constant, activations and flops scale with m
             weight = np.broadcast_to(k * n_out * wb, shape)
@@ -119,7 +123,7 @@ class _Builder:
             name=name, op_class="gemm", layers=layers, weight_bytes=weight,
             activation_bytes=activation, kv_read_bytes=self.zero, kv_write_bytes=self.zero,
             flops=flops, gemm_m=m, gemm_k=float(k), gemm_n=float(n_out), gemm_count=count,
-            weight_bytes_per_param=wb, act_bytes_per_elem=self.ab))
+            weight_bytes_per_param=wb, weight_dtype=dtype, act_bytes_per_elem=self.ab))
 
     def other(self, name: str, op_class: str, layers: int, *, activation: FloatArray | None = None,
               kv_read: FloatArray | None = None, kv_write: FloatArray | None = None,
@@ -288,8 +292,8 @@ def _mlp(b: _Builder) -> None:
     if b.ep > 1:  # E / EP whole experts here: touched ones are E/EP (1 - (1 - k/E)^n)
         ff, touched = moe.expert_intermediate_size, touched / b.ep
         _all_to_all(b, layers)
-    b.gemm("experts_up", layers, d, 2 * ff, m=m_each, count=touched, wb=b.expert_wb)
-    b.gemm("experts_down", layers, ff, d, m=m_each, count=touched, wb=b.expert_wb)
+    b.gemm("experts_up", layers, d, 2 * ff, m=m_each, count=touched, dtype=b.expert_dtype)
+    b.gemm("experts_down", layers, ff, d, m=m_each, count=touched, dtype=b.expert_dtype)
     if moe.num_shared_experts:
         shared_ff = moe.num_shared_experts * moe.shared_expert_intermediate_size / tp
         b.gemm("shared_up", layers, d, 2 * shared_ff)

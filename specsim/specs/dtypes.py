@@ -12,15 +12,6 @@ BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.
                    "mxfp4": 4.25 / 8, "int4": 0.5}
 
 
-# The dtype a GEMM's bytes per weight stand for (1 byte: fp8, the 8-bit format engines run).
-_DTYPE_OF_BYTES = {2.0: "bf16", 1.0: "fp8", 0.5: "int4", 4.25 / 8: "mxfp4", 4.0: "fp32"}
-
-
-def dtype_of_bytes(bytes_per_param: float) -> str:
-    """The weight dtype stored at `bytes_per_param` ('' if none)."""
-    return _DTYPE_OF_BYTES.get(float(bytes_per_param), "")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Precision:
     """Data types of a pass: stored weights, the compute path, the KV cache, activations."""

@@ -42,7 +42,7 @@ from numpy.typing import ArrayLike
 from specsim.forward.cost import PassCost, pass_cost
 from specsim.forward.shapes import FloatArray, PassShape
 from specsim.specs.drafters import Drafter
-from specsim.specs.dtypes import Precision, dtype_of_bytes
+from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware, expected_efficiency
 from specsim.specs.models import Model
@@ -238,7 +238,7 @@ def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArra
         return extra
     rate = hw.hbm_bandwidth_bytes_per_s * hw.efficiency.gemm.bandwidth
     for c in cost.ops:
-        dtype = dtype_of_bytes(c.op.weight_bytes_per_param)
+        dtype = c.op.weight_dtype
         f = engine.weight_dtype_efficiency.get(dtype, 1.0)
         if c.op.name in EXPERT_OPS:
             f = engine.moe_weight_dtype_efficiency.get(dtype, f)
