@@ -6,10 +6,11 @@ from typing import Annotated, Any
 import typer
 
 from specsim.cli.common import (
-    DEFAULT_DRAFTER,
     DEFAULT_HARDWARE,
     ComputeDtypeOpt,
     ContextOpt,
+    DrafterOpt,
+    EngineOpt,
     EpOpt,
     HardwareOpt,
     JsonOpt,
@@ -17,9 +18,8 @@ from specsim.cli.common import (
     TpOpt,
     WeightDtypeOpt,
     app,
-    check_int,
-    check_number,
     command_group,
+    context_tokens,
     echo,
     emit,
     parse_context,
@@ -38,9 +38,6 @@ TREE_NODES = "0,1,2,3,4,6,8,12,16,24,32,48,64,96,128,192,256,384,512,768,1024"
 
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="Target model (default: the drafter's target).")]
-DrafterOpt = Annotated[str | None, typer.Option(
-    "--drafter", "-d", help="Drafter spec: a built-in slug (`specsim drafters list`) or a YAML "
-    "path. Its architecture sets the drafting cost; its published acceptance is the default.")]
 AlphaOpt = Annotated[float | None, typer.Option(
     help="Constant acceptance per position (trees: a_j = alpha (1 - alpha)^j).")]
 WorkloadOpt = Annotated[str | None, typer.Option(
@@ -51,11 +48,6 @@ DraftCostOpt = Annotated[float | None, typer.Option(
 BatchOpt = Annotated[str, typer.Option(help="Batch sizes (concurrent requests).")]
 ShapeOpt = Annotated[str, typer.Option(
     help="chain, tree (best-first), or auto (trees when the acceptance has per-rank data).")]
-EngineOpt = Annotated[str, typer.Option(
-    help="Serving engine whose host and launch terms the round pays (`specsim engines list`: "
-    "hf-eager, vllm, sglang); roofline = the idealized GPU with no engine. NAME:sync / "
-    "NAME:overlap time speculative rounds with their host work after / during the GPU's "
-    "(sglang overlaps by default, as SGLang 0.5.23 does; sglang:sync is SGLang before spec v2).")]
 
 
 @drafters_app.command("list")
@@ -163,8 +155,7 @@ def _plot_title(setup: Any, profile: Any, shape: str) -> str:
 def recommend(
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     model: ModelOpt = None,
-    drafter: Annotated[str, typer.Option(
-        "--drafter", "-d", help="Drafter spec (slug or YAML).")] = DEFAULT_DRAFTER,
+    drafter: DrafterOpt = None,
     alpha: AlphaOpt = None,
     workload: WorkloadOpt = None,
     ranks: Annotated[Path | None, typer.Option(
@@ -205,9 +196,6 @@ def recommend(
 
     if tree_out is not None:
         check_writable(tree_out, force=force)
-    check_int(max_nodes, "--max-nodes", low=0, high=MAX_TREE_NODES)
-    check_int(max_depth, "--max-depth", low=1, high=MAX_TREE_NODES)
-    check_number(min_user_rate, "--min-tokens-per-s-per-user", low=0.0, high=1e9)
     setup, profile = load_setup(
         hardware=hardware, model=model, drafter=drafter, alpha=alpha, workload=workload,
         ranks=str(ranks) if ranks else None, context=parse_context(context), tp=tp,
@@ -273,7 +261,7 @@ def acceptance_fit(
              "live endpoint URL (http://host:port/metrics).")],
     out: Annotated[Path, typer.Option(help="Workload YAML to write.")],
     name: Annotated[str | None, typer.Option(help="Workload name.")] = None,
-    context: ContextOpt = "2048",
+    context: ContextOpt = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -286,7 +274,7 @@ def acceptance_fit(
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     counts = read_counts(metrics)
     document = workload_to_yaml(name or metrics_name(metrics), counts.to_profile(),
-                                context=parse_context(context) or 0.0,
+                                context=context_tokens(context),
                                 counts_source=f"vLLM counters in {metrics}")
     write_yaml(out, document, force=force)
     rows = acceptance_rows(counts)

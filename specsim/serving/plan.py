@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsim.engines import EngineAdapter, adapters, block_only, runs_chains, tree_engines
-from specsim.errors import SpecError
+from specsim.errors import SpecError, check_number
 from specsim.forward.memory import serving_memory
 from specsim.forward.ops import tp_problem
 from specsim.measurement.validate import GroupError, held_out_summary
@@ -36,6 +36,7 @@ from specsim.serving.capacity import (
 from specsim.serving.policies import PolicySweep, simulate_policies
 from specsim.serving.scenarios import Scenario, load_scenario
 from specsim.specs.acceptance import AcceptanceProfile
+from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import engine_or_none, load_engine
 from specsim.specs.hardware import Hardware, load_hardware
@@ -211,11 +212,10 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     drafters: slugs or paths (None: the built-in drafters trained for the model);
     acceptance: one profile for every drafter (e.g. `specsim acceptance fit` output).
     """
-    if target_tokens_per_s is not None and target_tokens_per_s <= 0:
-        raise SpecError(f"option --target-throughput: must be > 0, got {target_tokens_per_s:g}")
-    if min_tokens_per_s_per_user is not None and min_tokens_per_s_per_user < 0:
-        raise SpecError("option --min-tokens-per-s-per-user: must be >= 0, got "
-                        f"{min_tokens_per_s_per_user:g}")
+    check_number(target_tokens_per_s, "target_tokens_per_s", low=0.0,
+                 high=MAX_TOKENS_PER_S, low_open=True)
+    check_number(min_tokens_per_s_per_user, "min_tokens_per_s_per_user", low=0.0,
+                 high=MAX_TOKENS_PER_S_PER_USER)
     scenario = load_scenario(workload)
     if acceptance is not None:
         scenario = scenario.with_acceptance(acceptance)

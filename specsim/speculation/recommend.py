@@ -24,8 +24,9 @@ from specsim.engines import (
     target_id,
     tree_engines,
 )
-from specsim.errors import SpecError
+from specsim.errors import check_int, check_number
 from specsim.specs.acceptance import AcceptanceProfile
+from specsim.specs.defaults import MAX_TOKENS_PER_S_PER_USER, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter
 from specsim.speculation.speedup import (
     AUTOREGRESSIVE_DEPTHS,
@@ -98,10 +99,8 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     """
     check_choice("shape", shape, SHAPES)
     check_choice("objective", objective, OBJECTIVES)
-    if max_nodes < 1:
-        raise SpecError(f"option --max-nodes: must be >= 1, got {max_nodes}")
-    if max_depth is not None and max_depth < 1:
-        raise SpecError(f"option --max-depth: must be >= 1, got {max_depth}")
+    check_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
+    check_int(max_depth, "max_depth", low=1, high=MAX_TREE_NODES)
     drafter = setup.drafter
     notes: list[str] = []
     depth_limit = limit_depth(setup, profile, max_nodes, max_depth, notes)
@@ -137,6 +136,8 @@ def serving_batch(choices: list[Choice], min_tokens_per_s_per_user: float = 0.0
                   ) -> Choice | None:
     """The batch size to serve at: among those that fit in memory and keep every user at or
     above the floor (tokens/s), the one with the most throughput (ties: the smaller batch)."""
+    check_number(min_tokens_per_s_per_user, "min_tokens_per_s_per_user", low=0.0,
+                 high=MAX_TOKENS_PER_S_PER_USER)
     ok = [c for c in choices if c.fits and c.tokens_per_s_per_user >= min_tokens_per_s_per_user]
     return max(ok, key=lambda c: (c.throughput, -c.batch)) if ok else None
 
