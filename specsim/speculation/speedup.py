@@ -344,14 +344,6 @@ class Choice:
     throughput: float
     fits: bool
 
-    @property
-    def sglang_flags(self) -> str:
-        """SGLang's triple: steps = depth, topk, draft tokens = nodes + 1 (a chain: topk 1)."""
-        if self.nodes == 0:
-            return "(no speculation)"
-        return (f"--speculative-num-steps {self.depth} --speculative-eagle-topk "
-                f"{max(self.max_width, 1)} --speculative-num-draft-tokens {self.nodes + 1}")
-
 
 def choice_at(table: SpeedupTable, i: int, k: int, round_s: FloatArray, speedup: FloatArray
               ) -> Choice:
