@@ -763,3 +763,22 @@ def test_datasheet_kernels_run_at_the_gpus_expected_bandwidth_and_flops_fraction
         assert engine_s["mlp_up"] == pytest.approx(ideal["mlp_up"] / fraction, rel=1e-9)
     calibrated = load_hardware("calibrated/a100-80g-sxm-vidur")
     assert engine_time.timing_hardware(engine, calibrated) is calibrated
+
+
+@pytest.mark.parametrize("slug", ["sglang", "vllm", "hf-eager"])
+def test_fitted_block_states_what_validate_measures(slug: str, results: list[Any]) -> None:
+    """An engine YAML's `fitted:` block says what `specsim validate` gives: each term's
+    `held_out` is the lowest and highest value of its leave-one-source-out refits (to the 3
+    digits written), `held_out_error_pct` the engine's median absolute held-out error (to the
+    0.1% written), and every fitted value lies in its stated range."""
+    engine = load_engine(slug)
+    rows = [v for v in results if v.predicted is not None and v.row.engine == slug]
+    for term in engine.fittable:
+        fit = engine.fits[term]
+        refits = [v.terms[term] for v in rows]
+        assert fit.held_out is not None
+        assert fit.held_out[0] == pytest.approx(min(refits), rel=5e-3), term
+        assert fit.held_out[1] == pytest.approx(max(refits), rel=5e-3), term
+        assert fit.range[0] <= getattr(engine, term) <= fit.range[1]
+    error = 100 * float(np.median([abs(v.error) for v in rows]))
+    assert engine.held_out_error_pct == pytest.approx(error, abs=0.05)
