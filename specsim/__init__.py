@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "AcceptanceProfile": "specsim.specs.acceptance",
     "Tree": "specsim.speculation.trees",
     "SpeedupTable": "specsim.speculation.speedup",
-    "Recommendation": "specsim.speculation.recommend",
+    "Recommendation": "specsim.speculation.speedup",
     "MemoryPlan": "specsim.forward.memory",
     "Plan": "specsim.serving.plan",
     # One forward pass.
@@ -104,9 +104,15 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time `__getattr_
     from specsim.specs.hardware import Hardware, load_hardware
     from specsim.specs.models import Model, load_model
     from specsim.specs.workloads import Workload, load_workload
-    from specsim.speculation.recommend import Recommendation, engine_commands, recommend
+    from specsim.speculation.recommend import engine_commands, recommend
     from specsim.speculation.setup import load_setup
-    from specsim.speculation.speedup import Setup, SpeedupTable, speedup_sweep, speedup_table
+    from specsim.speculation.speedup import (
+        Recommendation,
+        Setup,
+        SpeedupTable,
+        speedup_sweep,
+        speedup_table,
+    )
     from specsim.speculation.trees import Tree, best_first_tree, chain
 
 

@@ -24,8 +24,7 @@ from specsim.specs.engine_args import EngineArgs, engine_args
 
 if TYPE_CHECKING:
     from specsim.specs.drafters import Drafter
-    from specsim.speculation.recommend import Recommendation
-    from specsim.speculation.speedup import Choice, Setup
+    from specsim.speculation.speedup import Choice, Recommendation, Setup
 
 # What an engine builds from a recommendation. "chains": one chain length per batch-size range
 # (the recommendation's per-batch schedule of chains). "eagle_trees": the tree an EAGLE

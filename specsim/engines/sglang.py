@@ -16,8 +16,7 @@ from specsim.specs.names import one_line
 
 if TYPE_CHECKING:
     from specsim.specs.drafters import Drafter
-    from specsim.speculation.recommend import Recommendation
-    from specsim.speculation.speedup import Choice, Setup
+    from specsim.speculation.speedup import Choice, Recommendation, Setup
 
 # The EAGLE loop's triple, all three or none.
 TRIPLE = ("--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens")

@@ -23,8 +23,7 @@ from specsim.specs.names import one_line
 
 if TYPE_CHECKING:
     from specsim.specs.drafters import Drafter
-    from specsim.speculation.recommend import Recommendation
-    from specsim.speculation.speedup import Choice, Setup
+    from specsim.speculation.speedup import Choice, Recommendation, Setup
 
 def problems(engine: EngineAdapter, config: Mapping[str, Any], target_architecture: str = ""
              ) -> list[str]:

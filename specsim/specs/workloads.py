@@ -19,7 +19,7 @@ candidate-rank model a_j = alpha (1 - alpha)^j with alpha the first position's a
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,8 +34,13 @@ from specsim.specs.defaults import MAX_CONTEXT_TOKENS
 from specsim.specs.io import Fields, read_spec_file, resolve_path, show
 from specsim.specs.names import display_name_problem, read_display_name, require
 
-if TYPE_CHECKING:
-    from specsim.specs.drafters import Drafter
+
+class HasFamily(Protocol):
+    """What `Workload.profile_for` reads of a drafter (`specsim.specs.drafters.Drafter`, which
+    imports this module for its acceptance block, so it is not imported here)."""
+
+    @property
+    def family(self) -> str: ...
 
 
 def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
@@ -160,7 +165,7 @@ class Workload:
         """The acceptance of a drafter of this family (the default block if none is listed)."""
         return self.by_family.get(family or "", self.acceptance)
 
-    def profile_for(self, drafter: Drafter | None) -> AcceptanceProfile:
+    def profile_for(self, drafter: HasFamily | None) -> AcceptanceProfile:
         """The drafter's family's profile, else the workload's default."""
         return self.acceptance_for(None if drafter is None else drafter.family)
 

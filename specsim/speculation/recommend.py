@@ -10,8 +10,6 @@ reported only as a bound. Every emitted setting is checked against the recorded 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -34,6 +32,7 @@ from specsim.speculation.speedup import (
     SHAPES,
     Candidates,
     Choice,
+    Recommendation,
     Setup,
     SpeedupTable,
     candidates_for,
@@ -56,22 +55,6 @@ def _choices(table: SpeedupTable, objective: str) -> list[Choice]:
     best = table.best(objective)
     round_s, speedup = table.round_s, table.speedup  # each property computes a full table
     return [choice_at(table, i, k, round_s, speedup) for i, k in enumerate(best.tolist())]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Recommendation:
-    """Per batch size: the best setting an engine runs, the best chain (what chain engines
-    run: vLLM), the best of the EAGLE-tree engines (`sglang`: SGLang's tree or block, None
-    where no such engine runs the drafter), the unconstrained tree bound, and notes on
-    extrapolation. `engine_commands` turns it into commands."""
-
-    best: list[Choice]
-    best_chain: list[Choice]
-    objective: str
-    sglang: list[Choice] | None = None
-    bound: list[Choice] | None = None
-    schedule_chain: list[Choice] = field(default_factory=list)
-    notes: tuple[str, ...] = ()
 
 
 def sglang_candidates(profile: AcceptanceProfile, max_nodes: int, max_steps: int) -> Candidates:
