@@ -79,9 +79,9 @@ class ServingTable:
 
 def _kernel_s(setup: Setup, tokens_per_request: FloatArray, batch: FloatArray,
               context: float) -> FloatArray:
-    """Achieved seconds of the passes' roofline kernels (no engine kernel terms: they are a
-    decoding pass's, and a prompt chunk adds none of them)."""
-    return engine_time.achieved_pass_s(
+    """Datasheet-kernel seconds of the passes' roofline kernels on the timing profile (no
+    engine kernel terms: they are a decoding pass's, and a prompt chunk adds none of them)."""
+    return engine_time.kernel_pass_s(
         setup.engine, setup.hardware, setup.target,
         batch_mix_passes(tokens_per_request, batch, np.array([context])), tp=setup.tp,
         precision=setup.precision, ep=setup.ep, engine_kernels=False)
@@ -96,6 +96,8 @@ def prefill_share_s(setup: Setup, batch: FloatArray, candidates: Candidates,
     q = np.tile(candidates.nodes + 1.0, batch.size)
     extra = _kernel_s(setup, q + np.tile(per_request, batch.size), b, ctx) \
         - _kernel_s(setup, q, b, ctx)
+    if setup.engine is not None:
+        extra = extra / engine_time.efficiency(setup.hardware)
     return np.maximum(extra, 0.0).reshape(batch.size, candidates.nodes.size)
 
 

@@ -100,19 +100,30 @@ def _expected_profile(hw: Hardware) -> Hardware:
         hw, peak_flops_per_s={k: v * scale for k, v in hw.peak_flops_per_s.items()})
 
 
+def kernel_pass_s(engine: Engine | None, hw: Hardware, target: Model, shape: PassShape, *,
+                  tp: int = 1, precision: Precision | None = None, ep: int = 1,
+                  engine_kernels: bool = True) -> FloatArray:
+    """Datasheet-kernel seconds of S passes of `target`, (S,): the pass cost on the timing
+    profile (`timing_hardware`), with the engine's kernel terms (`engine_kernel_s`; left out
+    with engine_kernels=False); the idealized roofline with no engine. Divided by
+    `efficiency` it is achieved time (`achieved_pass_s`); a difference of two passes (a prompt
+    chunk's share) is taken before that division."""
+    cost = pass_cost(target, timing_hardware(engine, hw), shape, tp=tp, precision=precision,
+                     ep=ep)
+    if engine is None or not engine_kernels:
+        return cost.time_s
+    return engine_kernel_s(engine, hw, cost)
+
+
 def achieved_pass_s(engine: Engine | None, hw: Hardware, target: Model, shape: PassShape, *,
                     tp: int = 1, precision: Precision | None = None, ep: int = 1,
                     engine_kernels: bool = True) -> FloatArray:
-    """Achieved kernel seconds of S passes of `target`, (S,): the pass cost on the timing
-    profile (`timing_hardware`), with the engine's kernel terms (`engine_kernel_s`; left out
-    with engine_kernels=False), divided by the GPU's expected efficiency; the idealized
-    roofline with no engine. The one path from a GPU profile to achieved kernel time."""
-    if engine is None:
-        return pass_cost(target, hw, shape, tp=tp, precision=precision, ep=ep).time_s
-    cost = pass_cost(target, timing_hardware(engine, hw), shape, tp=tp, precision=precision,
-                     ep=ep)
-    kernel = engine_kernel_s(engine, hw, cost) if engine_kernels else cost.time_s
-    return np.asarray(kernel / efficiency(hw))
+    """Achieved kernel seconds of S passes of `target`, (S,): `kernel_pass_s` divided by the
+    GPU's expected efficiency; the idealized roofline with no engine. The one path from a GPU
+    profile to achieved kernel time."""
+    kernel = kernel_pass_s(engine, hw, target, shape, tp=tp, precision=precision, ep=ep,
+                           engine_kernels=engine_kernels)
+    return kernel if engine is None else np.asarray(kernel / efficiency(hw))
 
 
 def expected_kernel_s(hw: Hardware, target: Model, shape: PassShape, *, tp: int = 1,
