@@ -24,10 +24,11 @@ from specsim.present.report_hardware import (
     section_memory,
     section_tn,
 )
-from specsim.serving.capacity import Setting, pareto_front
+from specsim.serving.capacity import Setting
 from specsim.serving.plan import (
     DrafterPlan,
     Plan,
+    pareto_points,
     setting_commands,
     setting_engines,
 )
@@ -164,23 +165,10 @@ def _section_recommend(plan: Plan, add: Callable[..., None]) -> None:
 
 def pareto_rows(plan: Plan) -> list[Row]:
     """Frontier points per drafter: with speculation, and the plain-decoding frontier."""
-    rows: list[Row] = []
-    for d in plan.drafters:
-        us, ts, labels = [], [], []
-        for t in d.tables:
-            ok = t.usable
-            idx = np.nonzero(ok)
-            us.append(t.tokens_per_s_per_user[idx])
-            ts.append(t.throughput_per_gpu[idx])
-            labels += [(t.tp, int(t.batch[i]), _candidate_text(t.candidates, int(k)))
-                       for i, k in zip(*idx, strict=True)]
-        u, th = np.concatenate(us), np.concatenate(ts)
-        for j in pareto_front(u, th):
-            tp, b, what = labels[j]
-            rows.append({"drafter": d.name, "tokens/s per user": float(u[j]),
-                         "tokens/s per GPU": float(th[j]), "TP": tp, "batch": b,
-                         "speculation": what})
-    return rows
+    return [{"drafter": p.drafter, "tokens/s per user": p.tokens_per_s_per_user,
+             "tokens/s per GPU": p.throughput_per_gpu, "TP": p.tp, "batch": p.batch,
+             "speculation": _candidate_text(p.candidates, p.candidate)}
+            for p in pareto_points(plan)]
 
 
 def _candidate_text(c: Any, k: int) -> str:

@@ -31,6 +31,7 @@ from specsim.serving.capacity import (
     best_setting,
     check_fits_somewhere,
     fastest_setting,
+    pareto_front,
     serving_table,
 )
 from specsim.serving.policies import PolicySweep, simulate_policies
@@ -284,6 +285,41 @@ def _fastest_per_user(tables: list[ServingTable]) -> float:
     """Highest tokens/s per user of any usable setting in the tables (0 if none)."""
     fastest = fastest_setting({"": tables})
     return 0.0 if fastest is None else float(fastest.tokens_per_s_per_user)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrontierPoint:
+    """A usable setting that no other setting of the same drafter beats on both per-user speed
+    and throughput per GPU: `candidates` column `candidate` at `batch` on TP `tp`."""
+
+    drafter: str
+    tokens_per_s_per_user: float
+    throughput_per_gpu: float
+    tp: int
+    batch: int
+    candidates: Candidates
+    candidate: int
+
+
+def pareto_points(plan: Plan) -> list[FrontierPoint]:
+    """Per drafter (plain decoding last), its usable settings on the Pareto front of per-user
+    speed against throughput per GPU, over every TP degree, by ascending per-user speed."""
+    points: list[FrontierPoint] = []
+    for d in plan.drafters:
+        us, ts, where = [], [], []
+        for t in d.tables:
+            idx = np.nonzero(t.usable)
+            us.append(t.tokens_per_s_per_user[idx])
+            ts.append(t.throughput_per_gpu[idx])
+            where += [(t, int(i), int(k)) for i, k in zip(*idx, strict=True)]
+        u, th = np.concatenate(us), np.concatenate(ts)
+        for j in pareto_front(u, th):
+            t, i, k = where[j]
+            points.append(FrontierPoint(
+                drafter=d.name, tokens_per_s_per_user=float(u[j]),
+                throughput_per_gpu=float(th[j]), tp=t.tp, batch=int(t.batch[i]),
+                candidates=t.candidates, candidate=k))
+    return points
 
 
 def memory_by_context(plan: Plan, contexts: tuple[float, ...]) -> list[dict[str, float]]:
