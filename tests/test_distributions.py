@@ -132,7 +132,7 @@ def test_profile_reproduces_mean_tau_at_every_draft_length() -> None:
         alphas = np.asarray(result.profile("test").position_alphas)
         for gamma in range(6):
             assert float(tau_chain(alphas[:gamma])) == pytest.approx(result.tau[gamma])
-    with pytest.raises(SpecError, match="--max-draft"):
+    with pytest.raises(SpecError, match="max_draft: must be in 1..6"):
         acceptance_from_probs(target, draft, verification="tokenwise", max_draft=7)
     with pytest.raises(SpecError, match="'tokens' is missing"):
         acceptance_from_probs(ProbArrays(path="t", probs=p), draft, verification="block")

@@ -90,7 +90,7 @@ def test_a_model_that_does_not_fit() -> None:
 
 
 def test_bad_memory_fraction() -> None:
-    with pytest.raises(SpecError, match="memory fraction"):
+    with pytest.raises(SpecError, match="memory_fraction: must be in"):
         memory_plan(load_model("qwen3-8b"), 80e9, [1], 100, memory_fraction=1.5)
 
 
