@@ -92,7 +92,7 @@ def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...]
     return [(path, node)]
 
 
-def _set(data: Any, path: tuple[Any, ...], value: object, *, delete: bool = False) -> None:
+def set_at(data: Any, path: tuple[Any, ...], value: object, *, delete: bool = False) -> None:
     for key in path[:-1]:
         data = data[key]
     if delete:
@@ -140,7 +140,7 @@ def spec_cases(rng: random.Random, count: int) -> list[Case]:
             label, new = rng.choice([("string", "yes-ish"), ("number", 3), ("list", [True])])
             expect = INVALID
         mutated = copy.deepcopy(data)
-        _set(mutated, path, new, delete=label == "delete")
+        set_at(mutated, path, new, delete=label == "delete")
         name = f"{kind}-{i}.yaml"
         cases.append(Case(kind=f"spec:{kind}", label=f"{dotted}:{label}",
                           args=command(name), files={name: _dump(mutated)}, expect=expect,

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_cases import LLAMA_CONFIG
+from fuzz_cases import LLAMA_CONFIG, set_at
 
-__all__ = ["LLAMA_CONFIG"]  # re-exported: the config.json the properties mutate
+__all__ = ["LLAMA_CONFIG", "set_at"]  # re-exported: the config.json and the setter they mutate with
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -241,14 +241,6 @@ def leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...],
         return [leaf for i, v in enumerate(node) for leaf in leaves(v, path + (i,))]
     return [(path, node)]
 
-
-def set_at(data: Any, path: tuple[Any, ...], value: object, *, delete: bool = False) -> None:
-    for key in path[:-1]:
-        data = data[key]
-    if delete:
-        del data[path[-1]]
-    else:
-        data[path[-1]] = value
 
 
 @dataclass(frozen=True)
