@@ -12,6 +12,13 @@ folders, vLLM metrics, command-line values and output paths.
 `run_case` calls `specsim.cli.main` in this process with sys.argv patched (no subprocess), so a
 thousand cases take seconds; it returns the exit code, stdout, stderr and any uncaught
 exception other than SystemExit.
+
+Why this corpus is not rewritten as hypothesis strategies: it is a fixed regression set, each
+case with the text its error line must contain (`needle`), kept stable across runs and
+versions; hypothesis (tests/test_properties.py) searches around it with shrinking, against the
+same contract. Turning the corpus into strategies would lose the per-case needles and make the
+set of cases depend on the search; benchmarks/adversarial.py reuses these generators under
+fresh seeds.
 """
 
 from __future__ import annotations
