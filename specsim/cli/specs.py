@@ -47,8 +47,10 @@ def models_list(as_json: JsonOpt = False) -> None:
     from specsim.present.rows import model_summary
     from specsim.specs.io import builtin_names
     from specsim.specs.models import load_model
+    from specsim.specs.params import model_sizes
 
-    emit([model_summary(load_model(slug)) for slug in builtin_names("models")], as_json)
+    models = [load_model(slug) for slug in builtin_names("models")]
+    emit([model_summary(m, model_sizes(m)) for m in models], as_json)
 
 
 @models_app.command("show")
@@ -57,8 +59,10 @@ def models_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")],
     """Show one model spec: architecture numbers, parameter counts, cache per token."""
     from specsim.present.rows import model_rows
     from specsim.specs.models import load_model
+    from specsim.specs.params import model_sizes
 
-    rows = model_rows(load_model(name))
+    model = load_model(name)
+    rows = model_rows(model, model_sizes(model))
     if as_json:
         echo(to_json(rows))
         return

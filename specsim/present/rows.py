@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Any
 from specsim.engines import adapters
 from specsim.forward.cost import PassCost
 from specsim.forward.memory import MemoryPlan
-from specsim.specs.cache import attention_layer_kv_bytes_per_token, kv_layout
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
-from specsim.specs.params import active_params, param_breakdown, total_params, weight_bytes
+from specsim.specs.params import ModelSizes
 
 if TYPE_CHECKING:
     from specsim.measurement.vllm_metrics import SpecDecodeCounts
@@ -75,21 +74,22 @@ def _efficiency_text(eff: object) -> str:
     return ", ".join(f"{k}={getattr(eff, k):.4g}" for k in fields)
 
 
-def model_summary(model: Model) -> Row:
-    total = total_params(model)
+def model_summary(model: Model, sizes: ModelSizes) -> Row:
+    """One row of `models list`: `model` with its `sizes` (`specs.params.model_sizes`)."""
     return {
         "model": model.slug, "architecture": model.architecture,
-        "layers": model.num_layers, "params_B": total / 1e9,
+        "layers": model.num_layers, "params_B": sizes.total_params / 1e9,
         "advertised_B": model.advertised_params / 1e9 if model.advertised_params else float("nan"),
-        "active_params_B": active_params(model) / 1e9,
-        "weights_GB": weight_bytes(model) / 1e9,
-        "kv_KB_per_token": kv_layout(model).bytes_per_token / 1e3,
-        "state_MB_per_request": kv_layout(model).fixed_bytes_per_request / 1e6,
+        "active_params_B": sizes.active_params / 1e9,
+        "weights_GB": sizes.weight_bytes / 1e9,
+        "kv_KB_per_token": sizes.kv_bytes_per_token / 1e3,
+        "state_MB_per_request": sizes.state_bytes_per_request / 1e6,
     }
 
 
-def model_rows(model: Model) -> list[Row]:
-    """Architecture fields (source: config.json) and derived sizes (source: formula)."""
+def model_rows(model: Model, sizes: ModelSizes) -> list[Row]:
+    """Architecture fields (source: config.json) and derived sizes (source: formula), the
+    sizes given (`specs.params.model_sizes`)."""
     source = model.sources.get("name", "") or next(iter(model.sources.values()), "")
     rows: list[Row] = []
     for field in ("architecture", "hidden_size", "num_layers", "num_attention_heads",
@@ -106,16 +106,16 @@ def model_rows(model: Model) -> list[Row]:
             for k in spec.__dataclass_fields__:
                 rows.append({"field": f"{block}.{k}", "value": getattr(spec, k),
                              "source": model.sources.get(f"{block}.{k}", source)})
-    for part, count in param_breakdown(model).items():
+    for part, count in sizes.params_by_part.items():
         rows.append({"field": f"params.{part}_B", "value": count / 1e9,
                      "source": "derived from the fields above"})
     rows += [
-        {"field": "params_total_B", "value": total_params(model) / 1e9, "source": "derived"},
-        {"field": "params_active_B", "value": active_params(model) / 1e9, "source": "derived"},
-        {"field": "weights_GB", "value": weight_bytes(model) / 1e9,
+        {"field": "params_total_B", "value": sizes.total_params / 1e9, "source": "derived"},
+        {"field": "params_active_B", "value": sizes.active_params / 1e9, "source": "derived"},
+        {"field": "weights_GB", "value": sizes.weight_bytes / 1e9,
          "source": "derived: params x bytes per param of weight_dtype"},
         {"field": "kv_bytes_per_token_per_attention_layer",
-         "value": attention_layer_kv_bytes_per_token(model), "source": "derived (bf16 cache)"},
+         "value": sizes.attention_layer_kv_bytes_per_token, "source": "derived (bf16 cache)"},
     ]
     if model.advertised_params:
         adv = model.sources.get("advertised.params", "")

@@ -7,6 +7,9 @@ the model cards advertise.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from specsim.specs.cache import attention_layer_kv_bytes_per_token, kv_layout
 from specsim.specs.models import Model
 
 EXPERT_COMPONENTS = ("experts",)
@@ -100,3 +103,29 @@ def weight_bytes(model: Model) -> float:
     parts = param_breakdown(model)
     experts = sum(parts.pop(k, 0.0) for k in EXPERT_COMPONENTS)
     return sum(parts.values()) * model.bytes_per_param + experts * model.expert_bytes_per_param
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSizes:
+    """A model's derived sizes, computed once from its architecture fields: parameters per
+    component and in all, those one token touches, weight bytes, and its bf16 cache (all
+    layers per token, one attention layer per token, fixed state per request), on one GPU."""
+
+    params_by_part: dict[str, float]
+    total_params: float
+    active_params: float
+    weight_bytes: float
+    kv_bytes_per_token: float
+    attention_layer_kv_bytes_per_token: float
+    state_bytes_per_request: float
+
+
+def model_sizes(model: Model) -> ModelSizes:
+    """The sizes `models list` and `models show` print (TP 1, bf16 cache)."""
+    layout = kv_layout(model)
+    return ModelSizes(
+        params_by_part=param_breakdown(model), total_params=total_params(model),
+        active_params=active_params(model), weight_bytes=weight_bytes(model),
+        kv_bytes_per_token=layout.bytes_per_token,
+        attention_layer_kv_bytes_per_token=attention_layer_kv_bytes_per_token(model),
+        state_bytes_per_request=layout.fixed_bytes_per_request)
