@@ -166,7 +166,7 @@ class EngineAdapter:
         """The recommendation's rows this engine runs (None: none)."""
         if self.builds == "chains":
             return rec.schedule_chain or rec.best_chain
-        return rec.sglang
+        return rec.engine_trees
 
     def unable(self, drafter: Drafter | None) -> EngineCommand:
         """The answer where the engine has no method for the drafter's family."""

@@ -87,9 +87,9 @@ def speculative_args(drafter: Drafter | None, choice: Choice) -> dict[str, objec
 
 
 def flags_per_row(rec: Recommendation, drafter: Drafter | None) -> list[str]:
-    """SGLang flags per batch size (of `rec.sglang`, else `rec.best`), "(no speculation)" or
+    """SGLang flags per batch size (of `rec.engine_trees`, else `rec.best`), "(no speculation)" or
     "(SGLang cannot run it)"."""
-    rows = rec.sglang if rec.sglang is not None else rec.best
+    rows = rec.engine_trees if rec.engine_trees is not None else rec.best
     if SGLANG.method(drafter) is None:
         return ["(SGLang cannot run it)" if c.nodes else "(no speculation)" for c in rows]
     return [" ".join(f"{k} {v}" for k, v in speculative_args(drafter, c).items())
@@ -102,7 +102,7 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
     args = engine.args
     drafter = setup.drafter
     algorithm = engine.method(drafter)
-    if drafter is None or algorithm is None or rec.sglang is None:
+    if drafter is None or algorithm is None or rec.engine_trees is None:
         return [engine.unable(drafter)]
     rules = args.rules
     builtin = _builtin_draft(rules, algorithm, setup.target.architecture)
@@ -110,7 +110,7 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
         return [engine.refuse(f"{one_line(drafter.slug)} has no published checkpoint for "
                               f"{rules['draft_flag']}")]
     by_setting: dict[tuple[str, ...], list[int]] = {}
-    for c in rec.sglang:
+    for c in rec.engine_trees:
         if c.nodes and c.fits:
             flags = speculative_args(drafter, c)
             if not builtin or drafter.checkpoint != target_id(setup):

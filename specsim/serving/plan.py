@@ -373,7 +373,7 @@ def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
     chains = [choice] if any(a.builds == "chains" for a in engines) else []
     trees = [choice] if any(a.builds == "eagle_trees" for a in engines) else None
     rec = Recommendation(best=[choice], best_chain=chains, schedule_chain=chains,
-                         objective="throughput", sglang=trees)
+                         objective="throughput", engine_trees=trees)
     setup = dataclasses.replace(part.setup, tp=s.tp)
     return [dataclasses.replace(c, argv=(*c.argv, a.batch_flag, str(s.batch)))
             for a in engines for c in a.commands(rec, setup) if c.argv]

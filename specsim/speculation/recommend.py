@@ -111,8 +111,9 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
                  for t, c in zip(shaped, best_chain, strict=True)]
     best = _best_runnable(drafter, best_chain, sglang, bound, objective)
     _extrapolation_notes(profile, best + best_chain, notes)
-    return Recommendation(best=best, best_chain=best_chain, objective=objective, sglang=sglang,
-                          bound=bound, schedule_chain=schedule_chain, notes=tuple(notes))
+    return Recommendation(best=best, best_chain=best_chain, objective=objective,
+                          engine_trees=sglang, bound=bound, schedule_chain=schedule_chain,
+                          notes=tuple(notes))
 
 
 def serving_batch(choices: list[Choice], min_tokens_per_s_per_user: float = 0.0

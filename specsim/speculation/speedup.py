@@ -382,14 +382,14 @@ def best_per_nodes(table: SpeedupTable, nodes: ArrayLike) -> list[Choice]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recommendation:
     """Per batch size: the best setting an engine runs, the best chain (what chain engines
-    run: vLLM), the best of the EAGLE-tree engines (`sglang`: SGLang's tree or block, None
-    where no such engine runs the drafter), the unconstrained tree bound, and notes on
+    run: vLLM), the best of the EAGLE-tree engines (`engine_trees`: SGLang's tree or block,
+    None where no such engine runs the drafter), the unconstrained tree bound, and notes on
     extrapolation. `engine_commands` turns it into commands."""
 
     best: list[Choice]
     best_chain: list[Choice]
     objective: str
-    sglang: list[Choice] | None = None
+    engine_trees: list[Choice] | None = None
     bound: list[Choice] | None = None
     schedule_chain: list[Choice] = field(default_factory=list)
     notes: tuple[str, ...] = ()
