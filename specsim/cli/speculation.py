@@ -190,7 +190,7 @@ def recommend(
     from specsim.present.render import context_text, setup_line
     from specsim.present.rows import recommend_rows, serving_text
     from specsim.specs.io import check_writable
-    from specsim.speculation.recommend import engine_commands, serving_batch
+    from specsim.speculation.recommend import engine_cells, engine_commands, serving_batch
     from specsim.speculation.recommend import recommend as best_settings
     from specsim.speculation.setup import load_setup
 
@@ -204,16 +204,22 @@ def recommend(
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
                         shape=shape, max_depth=max_depth)
     commands = engine_commands(rec, setup)
-    rows = recommend_rows(rec, setup.drafter)
+    rows = recommend_rows(rec, engine_cells(rec, setup.drafter))
     bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
               "depth": b.depth} for b in rec.bound] if rec.bound else None
     serving = serving_batch(rec.best, min_user_rate)
     header = setup_line(setup, profile.source, engine=engine)
     if tree_out is not None:
+        from specsim.engines.sglang import flags_per_row
         from specsim.present.trees import tree_document
         from specsim.specs.io import atomic_write
+        from specsim.speculation.recommend import chosen_trees, optimum_tree
 
-        document = tree_document(rec, setup, profile, max_nodes=max_nodes, max_depth=max_depth)
+        depth = max_nodes if max_depth is None else max_depth
+        document = tree_document(
+            rec, chosen_trees(rec, profile, setup.drafter), flags_per_row(rec, setup.drafter),
+            optimum_tree(profile, max_nodes, depth), source=profile.source,
+            max_nodes=max_nodes, max_depth=depth)
         atomic_write(tree_out, lambda handle: handle.write(to_json(document) + "\n"))
     if as_json:
         echo(to_json({"setup": header, "rows": rows, "bound_any_tree": bound,

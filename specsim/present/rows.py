@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from specsim.engines import adapters
 from specsim.forward.cost import PassCost
 from specsim.forward.memory import MemoryPlan
 from specsim.specs.hardware import Hardware
@@ -234,11 +233,11 @@ def acceptance_rows(counts: SpecDecodeCounts) -> list[Row]:
                                            strict=True))]
 
 
-def recommend_rows(rec: Recommendation, drafter: Drafter | None) -> list[Row]:
+def recommend_rows(rec: Recommendation, columns: dict[str, list[object]]) -> list[Row]:
     """Rows of `recommend`, one per batch size of `rec.best`, with one column per registered
-    engine adapter (`vllm_k`: the chain length vLLM's schedule runs; `sglang`: SGLang's flags);
-    a batch that does not fit shows no speeds and no engine setting."""
-    columns = {a.column: a.cells(rec, drafter) for a in adapters()}
+    engine adapter (`columns`: `speculation.recommend.engine_cells`; `vllm_k`: the chain length
+    vLLM's schedule runs; `sglang`: SGLang's flags); a batch that does not fit shows no speeds
+    and no engine setting."""
     return [{**_recommend_row(c), **{name: cells[i] for name, cells in columns.items()}}
             for i, c in enumerate(rec.best)]
 

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from specsim.engines import sglang, tree_engines
-from specsim.specs.acceptance import AcceptanceProfile
-from specsim.specs.drafters import Drafter
-from specsim.speculation.recommend import Choice, Recommendation
-from specsim.speculation.speedup import Setup
-from specsim.speculation.trees import Tree, best_first_tree, chain, sglang_tree
+from specsim.speculation.speedup import Recommendation
+from specsim.speculation.trees import Tree
 
 
 def tree_json(tree: Tree) -> dict[str, Any]:
@@ -22,33 +18,23 @@ def tree_json(tree: Tree) -> dict[str, Any]:
                                             strict=True)]}
 
 
-def _realized(choice: Choice, profile: AcceptanceProfile, drafter: Drafter | None) -> Tree:
-    if choice.max_width <= 1:
-        return chain(profile.alphas(choice.nodes))
-    if tree_engines(drafter):
-        return sglang_tree(profile.ranks(choice.max_width), choice.depth, choice.max_width,
-                           choice.nodes + 1)
-    return best_first_tree(profile.ranks(choice.nodes), choice.nodes, choice.depth)
-
-
-def tree_document(rec: Recommendation, setup: Setup, profile: AcceptanceProfile, *,
-                  max_nodes: int, max_depth: int | None) -> dict[str, Any]:
-    """Per batch the tree an engine runs (with its engine flags; neither vLLM 0.33.0 nor
-    SGLang 0.5.23 takes a tree literal), and the best tree of `max_nodes` nodes at most
-    `max_depth` deep whose nodes' children are their top ranks (Sequoia's optimum)."""
-    flags = sglang.flags_per_row(rec, setup.drafter)
+def tree_document(rec: Recommendation, trees: list[Tree | None], flags: list[str],
+                  optimum: Tree | None, *, source: str, max_nodes: int, max_depth: int
+                  ) -> dict[str, Any]:
+    """Per batch of `rec.best` the tree an engine runs (`speculation.recommend.chosen_trees`)
+    with its engine flags (neither vLLM 0.33.0 nor SGLang 0.5.23 takes a tree literal), and
+    `optimum`, the best tree of `max_nodes` nodes at most `max_depth` deep
+    (`speculation.recommend.optimum_tree`); `source`: the acceptance profile's."""
     per_batch = []
-    for c, f in zip(rec.best, flags, strict=True):
+    for c, tree, f in zip(rec.best, trees, flags, strict=True):
         entry: dict[str, Any] = {"batch": c.batch, "shape": c.shape, "tau": c.tau,
                                  "engine_tree_literal": None, "sglang_flags": f}
-        if c.nodes:
-            entry["tree"] = tree_json(_realized(c, profile, setup.drafter))
+        if tree is not None:
+            entry["tree"] = tree_json(tree)
         per_batch.append(entry)
-    document: dict[str, Any] = {"recommended": per_batch, "acceptance": profile.source}
-    if profile.rank_acceptance:
-        depth = max_nodes if max_depth is None else max_depth
-        optimum = best_first_tree(profile.ranks(max_nodes), max_nodes, depth)
-        document["optimum"] = {"budget": max_nodes, "max_depth": depth,
+    document: dict[str, Any] = {"recommended": per_batch, "acceptance": source}
+    if optimum is not None:
+        document["optimum"] = {"budget": max_nodes, "max_depth": max_depth,
                                "label": "bound: best tree of any shape, not an engine setting",
                                **tree_json(optimum)}
     return document

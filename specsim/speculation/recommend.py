@@ -41,11 +41,17 @@ from specsim.speculation.speedup import (
     choice_at,
     speedup_table,
 )
-from specsim.speculation.trees import sglang_pool_probabilities
+from specsim.speculation.trees import (
+    Tree,
+    best_first_tree,
+    chain,
+    sglang_pool_probabilities,
+    sglang_tree,
+)
 
-__all__ = ["Choice", "EngineCommand", "Recommendation", "engine_builds_trees", "engine_commands",
-           "limit_depth", "recommend", "render_command", "serving_batch", "sglang_candidates",
-           "target_id"]
+__all__ = ["Choice", "EngineCommand", "Recommendation", "chosen_trees", "engine_builds_trees",
+           "engine_cells", "engine_commands", "limit_depth", "optimum_tree", "recommend",
+           "render_command", "serving_batch", "sglang_candidates", "target_id"]
 
 # SGLang topk values tried for trees (topk 1 is a chain, scored per position).
 SGLANG_TOPK = (2, 3, 4, 5, 6, 8)
@@ -211,6 +217,38 @@ def _extrapolation_notes(profile: AcceptanceProfile, choices: list[Choice],
 
 def _score(choice: Choice, objective: str) -> float:
     return choice.speedup if objective == "speedup" else choice.throughput
+
+
+def chosen_trees(rec: Recommendation, profile: AcceptanceProfile, drafter: Drafter | None
+                 ) -> list[Tree | None]:
+    """Per batch size of `rec.best`, the tree it runs node by node: a chain, SGLang's tree
+    where an EAGLE-tree engine runs the drafter, else the best-first tree of that size and
+    depth; None where the batch does not speculate."""
+    return [None if c.nodes == 0 else _realized(c, profile, drafter) for c in rec.best]
+
+
+def _realized(choice: Choice, profile: AcceptanceProfile, drafter: Drafter | None) -> Tree:
+    if choice.max_width <= 1:
+        return chain(profile.alphas(choice.nodes))
+    if tree_engines(drafter):
+        return sglang_tree(profile.ranks(choice.max_width), choice.depth, choice.max_width,
+                           choice.nodes + 1)
+    return best_first_tree(profile.ranks(choice.nodes), choice.nodes, choice.depth)
+
+
+def optimum_tree(profile: AcceptanceProfile, max_nodes: int, max_depth: int) -> Tree | None:
+    """The best tree of `max_nodes` nodes at most `max_depth` deep whose nodes' children are
+    their top ranks (Sequoia's optimum, a bound no engine builds); None without measured
+    per-rank acceptance."""
+    if not profile.rank_acceptance:
+        return None
+    return best_first_tree(profile.ranks(max_nodes), max_nodes, max_depth)
+
+
+def engine_cells(rec: Recommendation, drafter: Drafter | None) -> dict[str, list[object]]:
+    """Per registered engine adapter, its column of the recommend table: one cell per batch
+    size of `rec.best` (`vllm_k`: the chain length vLLM's schedule runs; `sglang`: its flags)."""
+    return {a.column: a.cells(rec, drafter) for a in adapters()}
 
 
 def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
