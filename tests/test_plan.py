@@ -273,12 +273,33 @@ def test_answer_names_the_command_of_its_own_setting(small_report: tuple[object,
     assert f"Plain decoding at the same SLO: TP {plain.tp}, batch {plain.batch:,}" in answer
 
 
+def test_speedup_curves_keep_the_best_candidate_per_node_count() -> None:
+    """Two candidates of 2 nodes (depth caps 1 and 2): the curve keeps the faster one; the best
+    per batch is the table's best. speedup = tau x baseline / round, round = verify + draft."""
+    from specsim.speculation.speedup import Candidates, SpeedupTable, speedup_curves
+
+    cands = Candidates(nodes=np.array([0.0, 2.0, 2.0, 3.0]), depth=np.array([0.0, 1.0, 2.0, 3.0]),
+                       tau=np.array([1.0, 1.5, 2.0, 2.2]), max_width=np.array([0.0, 2.0, 1.0, 1.0]),
+                       shape=("chain", "tree", "chain", "chain"))
+    table = SpeedupTable(batch=np.array([1.0, 64.0]), candidates=cands,
+                         baseline_s=np.array([1.0, 1.0]),
+                         verify_s=np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 2.0]]),
+                         draft_s=np.zeros((2, 4)), round_overhead_s=0.0,
+                         fits=np.array([True, False]), context=0.0)
+    curves = speedup_curves(table)
+    assert list(curves.nodes) == [0.0, 2.0, 3.0]
+    # batch 1: speedups 1, 1.5, 2, 2.2 -> per N: 1, 2 (depth 2 beats depth 1), 2.2
+    # batch 64: the 3-node chain's round takes 2 s -> 1.1
+    assert curves.speedup.tolist() == [[1.0, 2.0, 2.2], [1.0, 2.0, 1.1]]
+    assert curves.best_nodes.tolist() == [3.0, 2.0]
+    assert curves.best_speedup.tolist() == [2.2, 2.0]
+    assert curves.fits.tolist() == [True, False]
+
+
 def test_serving_settings_are_what_the_engines_build(small_report: tuple[object, Path]) -> None:
     """The chat profile's ranks come from chain data, so recommend weighs chains only: every
     serving candidate is a chain within its depth limit (7 measured positions), and the speedup
     figure's best point per batch is the recommendation table's setting."""
-    from specsim.present.report import speedup_curves
-
     plan, _ = small_report
     part = plan.drafters[0]  # type: ignore[attr-defined]
     assert not part.uses_trees
@@ -286,16 +307,21 @@ def test_serving_settings_are_what_the_engines_build(small_report: tuple[object,
         c = table.candidates
         assert set(c.shape) == {"chain"} and c.nodes.max() == 7
         assert np.array_equal(c.depth, c.nodes)
-    curves = speedup_curves(part)
-    assert list(curves) == [c.batch for c in part.recommendation.best]
-    for choice in part.recommendation.best:
-        n, speedup = curves[choice.batch]
+    curves = part.curves
+    assert list(curves.batch) == [c.batch for c in part.recommendation.best]
+    assert list(curves.nodes) == list(range(8))  # chains of 0..7 draft tokens
+    for i, choice in enumerate(part.recommendation.best):
+        speedup = curves.speedup[i]
         assert speedup.max() == pytest.approx(choice.speedup, rel=1e-12)
-        assert n[int(np.argmax(speedup))] == choice.nodes
+        assert curves.nodes[int(np.argmax(speedup))] == choice.nodes
+        # one chain per N: each curve point is that chain's speedup in the table
+        order = np.argsort(part.speedup.candidates.nodes)
+        assert np.array_equal(speedup, part.speedup.speedup[i][order])
     # the any-shape bound is drawn (dashed) and never below the engine curves
-    assert part.bound is not None
-    for i, b in enumerate(part.bound.batch):
-        assert part.bound.speedup[i].max() >= curves[int(b)][1].max() - 1e-12
+    assert part.bound is not None and part.bound_curves is not None
+    for i in range(part.bound.batch.size):
+        assert part.bound_curves.speedup[i].max() == part.bound.speedup[i].max()
+        assert part.bound_curves.speedup[i].max() >= curves.speedup[i].max() - 1e-12
 
 
 def test_tn_curves_by_profile() -> None:

@@ -127,8 +127,9 @@ def speedup(
     header = setup_line(setup, profile.source, engine=engine)
     if plot is not None:
         from specsim.present.plots import speedup_figure
+        from specsim.speculation.speedup import speedup_curves
 
-        speedup_figure(table, plot, title=_plot_title(setup, profile, shape))
+        speedup_figure(speedup_curves(table), plot, title=_plot_title(setup, profile, shape))
     rows = speedup_rows(best_per_nodes(table, wanted))
     if as_json:
         echo(to_json({"setup": header, "rows": rows}))

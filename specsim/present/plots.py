@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
-from specsim.speculation.speedup import SpeedupTable
+from specsim.speculation.speedup import SpeedupCurves
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,13 +33,14 @@ def _save(fig: Figure, path: Path) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:
+def speedup_figure(curves: SpeedupCurves, path: Path, *, title: str) -> None:
     """Speedup versus drafted nodes per request, one curve per batch size, best marked.
 
-    The article's tree figure: each curve rises while verification stays memory-bound and
-    falls once B (N + 1) passes the knee of T(n); a dot marks the best N for each batch size,
-    and the legend (outside the axes, so it covers no curve) gives it, so no label can overlap
-    another. Batch sizes whose caches do not fit in memory are drawn dotted and grey and say so.
+    The article's tree figure (`curves`: `speculation.speedup.speedup_curves`): each curve
+    rises while verification stays memory-bound and falls once B (N + 1) passes the knee of
+    T(n); a dot marks the best N for each batch size, and the legend (outside the axes, so it
+    covers no curve) gives it, so no label can overlap another. Batch sizes whose caches do not
+    fit in memory are drawn dotted and grey and say so.
     """
     import matplotlib
 
@@ -47,23 +48,17 @@ def speedup_figure(table: SpeedupTable, path: Path, *, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9.0, 4.6), dpi=120)
-    nodes = table.candidates.nodes
-    n_unique = np.unique(nodes)
-    best = table.best("speedup")
-    fits = np.broadcast_to(np.asarray(table.fits, dtype=bool), table.batch.shape)
-    for i, b in enumerate(table.batch):
-        # For each N keep the best candidate (depth caps give several per N).
-        speedup = table.speedup[i]
-        curve = np.array([speedup[nodes == n].max() for n in n_unique])
-        x = np.maximum(n_unique, 0.8)
-        if not fits[i]:
+    x = np.maximum(curves.nodes, 0.8)
+    for i, b in enumerate(curves.batch):
+        curve = curves.speedup[i]
+        if not curves.fits[i]:
             ax.plot(x, curve, ls=":", lw=1.2, color="0.6",
                     label=f"B = {int(b)}: does not fit in memory")
             continue
-        k = best[i]
+        best_n, best = curves.best_nodes[i], curves.best_speedup[i]
         (line,) = ax.plot(x, curve, lw=1.6,
-                          label=f"B = {int(b)}: best N = {int(nodes[k])}, {speedup[k]:.2f}x")
-        ax.plot(max(nodes[k], 0.8), speedup[k], "o", color=line.get_color(), ms=6)
+                          label=f"B = {int(b)}: best N = {int(best_n)}, {best:.2f}x")
+        ax.plot(max(best_n, 0.8), best, "o", color=line.get_color(), ms=6)
     ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("drafted nodes per request N (N = 0 plotted at 0.8)")

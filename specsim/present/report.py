@@ -33,7 +33,6 @@ from specsim.serving.plan import (
     setting_engines,
 )
 from specsim.specs.io import OutputFolder, file_slug
-from specsim.speculation.recommend import engine_commands
 
 SECTIONS = (
     "Answer", "Forward-pass time T(n) and its knee", "Memory and maximum concurrency",
@@ -69,29 +68,18 @@ def engine_shapes_text(d: DrafterPlan) -> str:
     return "chains and SGLang trees" if d.uses_trees else "chains (engine-buildable)"
 
 
-def speedup_curves(d: DrafterPlan) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per batch size: node counts and the best engine-candidate speedup at each (one curve)."""
-    assert d.speedup is not None
-    table = d.speedup
-    nodes, speedup = table.candidates.nodes, table.speedup
-    n = np.unique(nodes)
-    return {int(b): (n, np.array([speedup[i][nodes == k].max() for k in n]))
-            for i, b in enumerate(table.batch)}
-
-
 def _speedup_png(plan: Plan, d: DrafterPlan) -> bytes:
-    curves = speedup_curves(d)
+    curves, bound = d.curves, d.bound_curves
+    assert curves is not None
     rec = d.recommendation
-    bound = d.bound
     tp = d.setup.tp if d.setup else 1
 
     def draw(ax: Any) -> None:
-        for i, (b, (n, sp)) in enumerate(curves.items()):
-            (line,) = ax.plot(np.maximum(n, 0.8), sp, "o-", ms=2.5, lw=1.6, label=f"B = {b}")
+        for i, b in enumerate(curves.batch):
+            (line,) = ax.plot(np.maximum(curves.nodes, 0.8), curves.speedup[i], "o-", ms=2.5,
+                              lw=1.6, label=f"B = {int(b)}")
             if bound is not None:
-                bn, bs = bound.candidates.nodes, bound.speedup[i]
-                un = np.unique(bn)
-                ax.plot(np.maximum(un, 0.8), [bs[bn == k].max() for k in un], "--", lw=0.9,
+                ax.plot(np.maximum(bound.nodes, 0.8), bound.speedup[i], "--", lw=0.9,
                         color=line.get_color())
             if rec is not None:
                 c = rec.best[i]
@@ -288,7 +276,8 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
 
 
 def command_lines(plan: Plan) -> list[tuple[str, str]]:
-    """(drafter, text) per drafter: the recommend API's engine commands, or why there is none.
+    """(drafter, text) per drafter: the recommend API's engine commands (`DrafterPlan.commands`),
+    or why there is none.
 
     Each command is one line rendered from its argument vector (shell-quoted); every other line
     is a one-line `#` comment, so no text from a spec can start a line of its own.
@@ -299,13 +288,11 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
     for d in plan.drafters:
         if d.recommendation is None or d.setup is None:
             continue
-        try:
-            cmds = engine_commands(d.recommendation, d.setup)
-        except SpecError as err:
-            out.append((d.name, f"# no command: {one_line(str(err))}"))
+        if d.no_commands:
+            out.append((d.name, f"# no command: {one_line(d.no_commands)}"))
             continue
         lines = []
-        for c in cmds:
+        for c in d.commands:
             if c.command is None:
                 lines.append(f"# {c.engine} {c.version}: {one_line(c.reason)}")
             else:

@@ -47,6 +47,7 @@ from specsim.speculation.recommend import (
     Choice,
     EngineCommand,
     Recommendation,
+    engine_commands,
     limit_depth,
     recommend,
     sglang_candidates,
@@ -55,8 +56,10 @@ from specsim.speculation.speedup import (
     AUTOREGRESSIVE_DEPTHS,
     Candidates,
     Setup,
+    SpeedupCurves,
     SpeedupTable,
     chain_candidates,
+    speedup_curves,
     speedup_sweep,
     speedup_table,
 )
@@ -88,6 +91,12 @@ class DrafterPlan:
     recommendation: Recommendation | None
     setup: Setup | None = None
     bound: SpeedupTable | None = None
+    curves: SpeedupCurves | None = None  # of `speedup`: the figure's curve per batch size
+    bound_curves: SpeedupCurves | None = None  # of `bound`
+    # The recommend API's engine commands at `setup`, or why there are none (`no_commands`:
+    # the SpecError the engines raised, where they raised one).
+    commands: tuple[EngineCommand, ...] = ()
+    no_commands: str = ""
 
     @property
     def uses_trees(self) -> bool:
@@ -189,8 +198,16 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
     one = dataclasses.replace(setup, tp=tp)
     sweep = speedup_table(one, RECOMMEND_BATCH, cands)
     rec = recommend(one, profile, RECOMMEND_BATCH, max_nodes=MAX_NODES, shape="auto")
+    bound = _bound(one, profile)
+    try:
+        commands, no_commands = tuple(engine_commands(rec, one)), ""
+    except SpecError as err:
+        commands, no_commands = (), str(err)
     return DrafterPlan(name=name, drafter=drafter, profile=profile, tables=tables,
-                       speedup=sweep, recommendation=rec, setup=one, bound=_bound(one, profile))
+                       speedup=sweep, recommendation=rec, setup=one, bound=bound,
+                       curves=speedup_curves(sweep),
+                       bound_curves=None if bound is None else speedup_curves(bound),
+                       commands=commands, no_commands=no_commands)
 
 
 def _plain_plan(base: Setup, scenario: Scenario, tps: tuple[int, ...]) -> DrafterPlan:

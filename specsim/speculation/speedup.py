@@ -359,6 +359,34 @@ def choice_at(table: SpeedupTable, i: int, k: int, round_s: FloatArray, speedup:
         fits=bool(table.fits[i]))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeedupCurves:
+    """Speedup against drafted nodes, one curve per batch size (the article's figure): at each
+    distinct N of a table, its best candidate (depth cap, shape); `best`: the index into the
+    table's candidates of each batch size's best (`SpeedupTable.best`)."""
+
+    batch: FloatArray
+    nodes: FloatArray  # the distinct N, ascending
+    speedup: FloatArray  # (batch, N)
+    fits: BoolArray  # per batch size
+    best_nodes: FloatArray  # per batch size: N of the best candidate
+    best_speedup: FloatArray  # per batch size: its speedup
+
+
+def speedup_curves(table: SpeedupTable) -> SpeedupCurves:
+    """The best speedup at each distinct N per batch size, and each batch size's best."""
+    nodes, speedup = table.candidates.nodes, table.speedup
+    distinct = np.unique(nodes)
+    at_n = nodes[None, :] == distinct[:, None]  # (N, candidate)
+    curves = np.where(at_n[None, :, :], speedup[:, None, :], -np.inf).max(axis=2)
+    best = table.best("speedup")
+    rows = np.arange(table.batch.size)
+    return SpeedupCurves(
+        batch=table.batch, nodes=distinct, speedup=curves,
+        fits=np.broadcast_to(np.asarray(table.fits, dtype=bool), table.batch.shape),
+        best_nodes=nodes[best], best_speedup=speedup[rows, best])
+
+
 def best_per_nodes(table: SpeedupTable, nodes: ArrayLike) -> list[Choice]:
     """Per batch size and requested N: the candidate of N nodes with the highest speedup.
 
