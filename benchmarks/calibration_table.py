@@ -88,7 +88,7 @@ def main() -> None:
         print(f"<!-- {device}: fit and prediction of {len(points)} points took {fit_s:.2f} s -->")
         if device == "a100":
             out = REPO / "reports" / "calibration-a100.png"
-            calibration_figure(result.points, out,
+            calibration_figure(result.layer_sums, out,
                                title=f"A100 80GB, trained on {TRAIN}: per-layer weight GEMMs")
     transfer(root)
     print("\nwrote reports/calibration-a100.png")

@@ -115,6 +115,10 @@ def test_profile_calibrate_predict_recovers_a_known_device(synthetic_profile: Pa
     calibrated, nominal = float(held["mape_calibrated"].iloc[0]), float(
         held["mape_datasheet"].iloc[0])
     assert calibrated < 5 and nominal > 50
+    # The figure's data: every GEMM point's measured time, summed per layer and token count.
+    gemm_points = result.points[result.points["op_class"] == "gemm"]
+    assert result.layer_sums["time_s"].sum() == pytest.approx(gemm_points["time_s"].sum())
+    assert len(result.layer_sums) == len(gemm_points.groupby(["model", "tp", "m"]))
     gemm = result.hardware.efficiency.gemm
     assert gemm.bandwidth == pytest.approx(_TRUE_BANDWIDTH, rel=0.1)
     assert gemm.flops == pytest.approx(_TRUE_FLOPS, rel=0.1)

@@ -288,7 +288,7 @@ def calibrate(
     if plot is not None:
         from specsim.present.plots import calibration_figure
 
-        calibration_figure(result.points, plot, title=f"{hw.name}: {profile_path.name}, "
+        calibration_figure(result.layer_sums, plot, title=f"{hw.name}: {profile_path.name}, "
                            f"{split_rule}; weight GEMMs summed per layer")
     write_yaml(out, document, force=force)
     for warning in result.warnings:

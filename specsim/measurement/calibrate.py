@@ -81,6 +81,9 @@ class Calibration:
     points: pd.DataFrame  # measurements + predicted_s, datasheet_s, split
     errors: pd.DataFrame  # model, op_class, split, points, mape_calibrated, mape_datasheet
     layer_errors: pd.DataFrame  # the same on GEMM time summed per (model, tp, m)
+    # GEMM time per (model, tp, m, split) summed over a layer's weight GEMMs: measured,
+    # predicted and datasheet seconds (`layer_sums` of `points`; the calibration figure's data).
+    layer_sums: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     tree_attention_slowdown: float
     region_errors: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     size_errors: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
@@ -416,7 +419,7 @@ def calibrate(points: pd.DataFrame, hw: Hardware, *, train_models: Sequence[str]
     result = Calibration(
         hardware=calibrated, points=points, errors=errors,
         layer_errors=error_table(sums, ["model", "split"]) if len(sums) else pd.DataFrame(),
-        tree_attention_slowdown=slowdown, region_errors=region_errors(sums),
+        layer_sums=sums, tree_attention_slowdown=slowdown, region_errors=region_errors(sums),
         size_errors=size_errors(points), notes=notes, problems=problems,
         warnings=tuple(w for w in warnings if w))
     worse = worse_than_datasheet(errors)

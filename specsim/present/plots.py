@@ -70,9 +70,10 @@ def speedup_figure(curves: SpeedupCurves, path: Path, *, title: str) -> None:
     _save(fig, path)
 
 
-def calibration_figure(points: pd.DataFrame, path: Path, *, title: str,
+def calibration_figure(sums: pd.DataFrame, path: Path, *, title: str,
                        max_models: int | None = None, columns: int = 4) -> None:
-    """Summed GEMM time per layer versus tokens: measured, datasheet roofline, calibrated.
+    """Summed GEMM time per layer versus tokens: measured, datasheet roofline, calibrated
+    (`sums`: `Calibration.layer_sums`).
 
     One panel per model (every model unless `max_models`; held-out models first), smallest TP
     degree, `columns` panels per row; log-log axes so the flat memory-bound part, the knee and
@@ -83,9 +84,6 @@ def calibration_figure(points: pd.DataFrame, path: Path, *, title: str,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from specsim.measurement.calibrate import layer_sums
-
-    sums = layer_sums(points)
     if sums.empty:
         raise SpecError("no GEMM points to plot")
     order = sums.groupby("model")["split"].first().sort_values(ascending=True)  # holdout first
