@@ -192,9 +192,10 @@ def objectives(
              "loss": f.loss} for f in fits]
     if plot is not None:
         from specsim.present.acceptance_plots import objectives_figure
+        from specsim.speculation.objectives import fitted_drafters
 
-        objectives_figure(grid, p, fits, plot, title=f"Single-Gaussian drafter fitted to "
-                          f"{label} ({p.size} tokens)")
+        objectives_figure(grid, p, fits, fitted_drafters(grid, fits), plot,
+                          title=f"Single-Gaussian drafter fitted to {label} ({p.size} tokens)")
     emit(rows, as_json)
     if plot is not None and not as_json:
         echo(f"\nwrote {plot}")

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.present.plots import _save
-from specsim.speculation.objectives import GaussianFit, discretized_gaussian
+from specsim.speculation.objectives import GaussianFit
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -19,8 +19,9 @@ LABELS = {"forward_kl": "forward KL(p||q)", "reverse_kl": "reverse KL(q||p)",
 
 
 def objectives_figure(grid: FloatArray, target: FloatArray, fits: Sequence[GaussianFit],
-                      path: Path, *, title: str) -> None:
-    """One panel per objective: the target, the fitted Gaussian drafter and their overlap."""
+                      drafters: FloatArray, path: Path, *, title: str) -> None:
+    """One panel per objective: the target, the fitted Gaussian drafter (`drafters`: one row
+    per fit, `speculation.objectives.fitted_drafters`) and their overlap."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,8 +31,7 @@ def objectives_figure(grid: FloatArray, target: FloatArray, fits: Sequence[Gauss
     rows = -(-len(fits) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 2.9 * rows), dpi=120,
                              sharex=True, sharey=True, squeeze=False)
-    for ax, fit in zip(axes.ravel(), fits, strict=False):
-        q = discretized_gaussian(grid, np.array(fit.mu), np.array(fit.sigma))
+    for ax, fit, q in zip(axes.ravel(), fits, drafters, strict=False):
         ax.fill_between(grid, np.minimum(target, q), color="tab:green", alpha=0.35,
                         lw=0, label="overlap alpha")
         ax.plot(grid, target, color="tab:orange", lw=1.4, label="target p")

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,6 +171,12 @@ def _fit_lk_hybrid(p: FloatArray, grid: FloatArray, eta: float) -> GaussianFit:
     loss = lam * forward_kl(p, q) + (1.0 - lam) * total_variation(p, q)
     return GaussianFit(objective="lk_hybrid", mu=mu, sigma=sigma, alpha=new_alpha,
                        loss=float(loss))
+
+
+def fitted_drafters(grid: FloatArray, fits: Sequence[GaussianFit]) -> FloatArray:
+    """Each fit's drafter q on `grid` (one row per fit): the discretized Gaussian (mu, sigma)."""
+    return np.array([discretized_gaussian(grid, np.array(f.mu), np.array(f.sigma))
+                     for f in fits])
 
 
 TOY_OBJECTIVES = ("forward_kl", "reverse_kl", "tv", "lk_likelihood", "lk_hybrid")
