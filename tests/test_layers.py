@@ -154,3 +154,81 @@ def test_layers_import_downward_only(low: str, high: str) -> None:
     upward = sorted(f"{m} -> {d}" for m, deps in graph().items() for d in deps
                     if layer(m) == low and layer(d) == high)
     assert not upward, f"{low} imports {high}, a higher layer: " + "; ".join(upward)
+
+
+# `present/` formats: from the library it imports records, types and constants, plus these
+# helpers, which name, quote, locate or write and compute no number.
+PRESENT_HELPERS = {
+    "specsim.specs.names.one_line",  # a spec's text on one line
+    "specsim.specs.io.file_slug",  # a file name from a slug
+    "specsim.specs.io.builtin_dir",  # where the built-in specs lie
+    "specsim.specs.io.atomic_write_bytes", "specsim.specs.io.make_parent",  # writing a file
+    "specsim.specs.transferred.expected_error_text",  # a sentence quoting a measured error
+}
+# Library functions `present/` still calls for numbers it shows, each on a finished result
+# (a Plan, a profile); they belong in the result (make_plan) and leave this list as they move:
+# the test fails on an entry `present/` no longer imports, so the list only shrinks.
+PRESENT_STILL_COMPUTES = {
+    "specsim.serving.curves.tn_curves_s",  # the report's T(n) table
+    "specsim.serving.plan.memory_by_context",  # the report's memory table
+    "specsim.serving.plan.pareto_points",  # the report's Pareto front
+    "specsim.serving.plan.setting_commands",  # the answer's commands
+    "specsim.serving.plan.setting_engines",  # which engines run the answer's setting
+    "specsim.specs.hardware.expected_efficiency",  # a datasheet GPU's expected efficiency
+    "specsim.specs.hardware.load_hardware",  # the built-in calibrated profiles
+    "specsim.specs.transferred.transferred_gemm",  # hardware show's transferred GEMM terms
+    "specsim.specs.engines.load_engine",  # the report's engine line
+}
+
+
+def present_library_imports(path: Path) -> set[str]:
+    """`module.name` of every library name a present/ module imports (`from x import name`;
+    a plain `import specsim.x` is reported as the module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("specsim.")
+                      and not a.name.startswith("specsim.present")}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module and \
+                node.module.startswith("specsim.") and \
+                not node.module.startswith("specsim.present"):
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def computes(qualified: str) -> bool:
+    """Whether an imported library name can compute: a function or a module (its functions);
+    a class (a record, a type, an error) or a constant cannot."""
+    import importlib
+
+    module, _, name = qualified.rpartition(".")
+    try:
+        return _computes(getattr(importlib.import_module(module), name))
+    except AttributeError:  # a submodule: `from specsim.engines import sglang`
+        return True
+
+
+def _computes(obj: object) -> bool:
+    import inspect
+
+    return inspect.ismodule(obj) or (callable(obj) and not inspect.isclass(obj))
+
+
+def test_computes_by_hand() -> None:
+    assert computes("specsim.specs.params.model_sizes")
+    assert computes("specsim.engines.sglang")
+    assert not computes("specsim.specs.params.ModelSizes")
+    assert not computes("specsim.forward.memory.DEFAULT_MEMORY_FRACTION")
+    assert not computes("specsim.errors.SpecError")
+
+
+def test_present_imports_records_and_formatting_helpers_only() -> None:
+    """present/ draws and renders what the library computed: every function it imports from
+    the library is a named helper or a known, listed leftover."""
+    imported_names = {name for path in sorted((PACKAGE / "present").glob("*.py"))
+                      for name in present_library_imports(path)}
+    computing = sorted(n for n in imported_names if computes(n)
+                       and n not in PRESENT_HELPERS | PRESENT_STILL_COMPUTES)
+    assert computing == [], "present/ imports library functions that compute"
+    stale = sorted(PRESENT_STILL_COMPUTES - imported_names)
+    assert stale == [], "no longer imported by present/: drop from PRESENT_STILL_COMPUTES"
