@@ -165,20 +165,10 @@ PRESENT_HELPERS = {
     "specsim.specs.io.atomic_write_bytes", "specsim.specs.io.make_parent",  # writing a file
     "specsim.specs.transferred.expected_error_text",  # a sentence quoting a measured error
 }
-# Library functions `present/` still calls for numbers it shows, each on a finished result
-# (a Plan, a profile); they belong in the result (make_plan) and leave this list as they move:
-# the test fails on an entry `present/` no longer imports, so the list only shrinks.
-PRESENT_STILL_COMPUTES = {
-    "specsim.serving.curves.tn_curves_s",  # the report's T(n) table
-    "specsim.serving.plan.memory_by_context",  # the report's memory table
-    "specsim.serving.plan.pareto_points",  # the report's Pareto front
-    "specsim.serving.plan.setting_commands",  # the answer's commands
-    "specsim.serving.plan.setting_engines",  # which engines run the answer's setting
-    "specsim.specs.hardware.expected_efficiency",  # a datasheet GPU's expected efficiency
-    "specsim.specs.hardware.load_hardware",  # the built-in calibrated profiles
-    "specsim.specs.transferred.transferred_gemm",  # hardware show's transferred GEMM terms
-    "specsim.specs.engines.load_engine",  # the report's engine line
-}
+# Library functions `present/` may still call for numbers it shows (none now): a function that
+# computes belongs in the result (e.g. make_plan) or its caller; an entry present/ no longer
+# imports fails the test, so the list only shrinks.
+PRESENT_STILL_COMPUTES: set[str] = set()
 
 
 def present_library_imports(path: Path) -> set[str]:

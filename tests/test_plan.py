@@ -329,7 +329,7 @@ def test_tn_curves_by_profile() -> None:
     hardware/calibrated/ has a profile for it; a calibrated profile: its own curve."""
     from specsim.forward.cost import pass_cost
     from specsim.forward.shapes import batch_mix_passes
-    from specsim.present.report_hardware import tn_curves
+    from specsim.serving.curves import tn_curves
     from specsim.specs.engines import load_engine
     from specsim.speculation import engine_time
 

@@ -18,20 +18,10 @@ from specsim.errors import SpecError
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, DEFAULT_WORKSPACE_TOKENS
 from specsim.forward.ops import ROUTING_LOCALITY
 from specsim.present.document import Block, Row, png_bytes, to_html, to_markdown, without_checkout
-from specsim.present.report_hardware import (
-    calibrated_profiles,
-    profile_kind,
-    section_memory,
-    section_tn,
-)
+from specsim.present.report_hardware import profile_kind, section_memory, section_tn
 from specsim.serving.capacity import Setting
-from specsim.serving.plan import (
-    DrafterPlan,
-    Plan,
-    pareto_points,
-    setting_commands,
-    setting_engines,
-)
+from specsim.serving.plan import DrafterPlan, Plan
+from specsim.specs.engines import Engine
 from specsim.specs.io import OutputFolder, file_slug
 
 SECTIONS = (
@@ -156,7 +146,7 @@ def pareto_rows(plan: Plan) -> list[Row]:
     return [{"drafter": p.drafter, "tokens/s per user": p.tokens_per_s_per_user,
              "tokens/s per GPU": p.throughput_per_gpu, "TP": p.tp, "batch": p.batch,
              "speculation": _candidate_text(p.candidates, p.candidate)}
-            for p in pareto_points(plan)]
+            for p in plan.pareto]
 
 
 def _candidate_text(c: Any, k: int) -> str:
@@ -193,12 +183,13 @@ def _section_pareto(plan: Plan, add: Callable[..., None]) -> None:
     add("table", rows=rows, csv="pareto.csv")
 
 
-def _setting_row(plan: Plan, label: str, s: Setting | None, target: float | None) -> Row:
+def _setting_row(label: str, s: Setting | None, engines: tuple[str, ...], target: float | None
+                 ) -> Row:
     if s is None:
         return {"option": label, "setting": "no setting meets the SLO"}
     what = "no speculation" if s.nodes == 0 else f"{s.drafter}: {_setting_text(s)}"
     return {"option": label, "setting": what,
-            "engines": ", ".join(setting_engines(plan, s)) or "-", "TP": s.tp,
+            "engines": ", ".join(engines) or "-", "TP": s.tp,
             "batch": s.batch, "tau (tokens/round)": s.tau,
             "tokens/s per user": s.tokens_per_s_per_user,
             "tokens/s per GPU": s.throughput_per_gpu, "TPOT (ms)": s.round_s / s.tau * 1e3,
@@ -215,8 +206,8 @@ def _section_slo(plan: Plan, add: Callable[..., None]) -> None:
               "fewest GPUs for it (TP x replicas)." if target else
               "No --target-throughput given, so the setting with the most throughput per GPU "
               "is shown (GPU count: give --target-throughput)."))
-    rows = [_setting_row(plan, "with speculation", plan.best, target),
-            _setting_row(plan, "plain decoding", plan.best_plain, target)]
+    rows = [_setting_row("with speculation", plan.best, plan.best_engines, target),
+            _setting_row("plain decoding", plan.best_plain, plan.best_plain_engines, target)]
     keys = list(dict.fromkeys(k for r in rows for k in r))
     add("table", rows=[{k: r.get(k, "") for k in keys} for r in rows], csv="slo.csv")
     if plan.best is None and plan.best_plain is None:
@@ -346,7 +337,7 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
          "source": "vLLM defaults (gpu_memory_utilization, max_num_batched_tokens)"},
         {"assumption": "chunked prefill", "value": "prompts ride in the round's pass",
          "source": "steady state: B tau / L_out prompts arrive per round"},
-        {"assumption": "engine", "value": _engine_text(plan.engine),
+        {"assumption": "engine", "value": _engine_text(plan.engine_spec),
          "source": f"engines/ (specsim engines show {plan.engine})"},
         {"assumption": "hardware", "value": f"{plan.hardware.name} ({plan.hardware.slug}, "
          f"{profile_kind(plan.hardware)})",
@@ -364,7 +355,7 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
         "speedups, engine terms fitted on the other sources (held out):")
     add("table", rows=err_rows, csv="validate.csv")
     cal = [{"profile": slug, "calibration": hw.sources.get("efficiency.pass_overhead_s", "")}
-           for slug, hw in calibrated_profiles()]
+           for slug, hw in plan.calibrated]
     if cal:
         add("p", "Calibration of T(n) against measured kernels (held-out error per op class):")
         add("table", rows=cal, csv="calibration.csv")
@@ -389,7 +380,7 @@ def answer_text(plan: Plan) -> str:
                 f"the SLO section for the closest one. {slo_text}.")
     s = b or p
     assert s is not None
-    engines = setting_engines(plan, s)
+    engines = plan.best_engines if b is not None else plan.best_plain_engines
     text = (f"Serve {plan.model.name} on {plan.hardware.name} for {plan.scenario.name} with "
             + ("no speculation" if s.nodes == 0 else f"{s.drafter}, {_setting_text(s)}"
                + (f" (runs on {' and '.join(engines)})" if engines else
@@ -422,7 +413,7 @@ def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
     s = plan.best or plan.best_plain
     if s is None:
         return
-    commands = setting_commands(plan, s)
+    commands = plan.answer_commands
     if commands:
         add("p", "Run it (each command starts one replica; "
             + ("start several and balance across them; " if plan.target_tokens_per_s else "")
@@ -492,11 +483,9 @@ def write_report(plan: Plan, out: Path, *, force: bool = False) -> list[Path]:
         return folder.publish(render_report(plan))
 
 
-def _engine_text(name: str) -> str:
+def _engine_text(engine: Engine | None) -> str:
     """The engine a plan timed, and whether its speculative rounds overlap their host work."""
-    from specsim.specs.engines import load_engine
-
-    engine = load_engine(name)
+    assert engine is not None
     if engine.launch == "none":
         return f"{engine.slug}: {engine.name}"
     overlap = "overlap" if engine.spec_overlap else "do not overlap"

@@ -6,55 +6,21 @@ Split from `present.report`, which assembles every section into the document.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION
 from specsim.present.document import Row, png_bytes
-from specsim.serving.curves import tn_curves_s
-from specsim.serving.plan import Plan, memory_by_context
-from specsim.specs.hardware import Efficiency, Hardware, expected_efficiency
-
-CONTEXTS = (512.0, 2048.0, 8192.0, 32768.0, 131072.0)
-TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-
-
-def _builtin_calibrated(hw: Hardware) -> Hardware | None:
-    """The built-in calibrated profile of this datasheet GPU (hardware/calibrated/<slug>-*)."""
-    for slug, profile in calibrated_profiles():
-        if slug.startswith(f"{hw.slug}-"):
-            return profile  # type: ignore[no-any-return]
-    return None
-
-
-EXPECTED_LABEL = "expected real (ms)"
-
-
-def tn_curves(hw: Hardware) -> list[tuple[str, Hardware]]:
-    """(label, profile) per T(n) curve: the datasheet roofline; the expected real curve (the
-    profile as the plan prices its kernels: `engine_time.expected_kernel_s`, a datasheet GPU at
-    its expected efficiency) unless the profile is calibrated; the calibrated one when the
-    profile is calibrated or a built-in calibrated profile exists for this GPU."""
-    ideal = dataclasses.replace(hw, efficiency=Efficiency())
-    curves = [("datasheet (ms)", ideal)]
-    if hw.slug.startswith("transferred/"):
-        return [*curves, ("expected real, transferred (ms)", hw)]
-    if hw.is_calibrated:
-        return [*curves, (f"calibrated {hw.slug} (ms)", hw)]
-    curves.append((EXPECTED_LABEL, hw))
-    cal = _builtin_calibrated(hw)
-    if cal is not None:
-        curves.append((f"calibrated {cal.slug} (ms)", cal))
-    return curves
+from specsim.serving.plan import Plan
+from specsim.specs.hardware import Hardware
 
 
 def tn_rows(plan: Plan) -> list[Row]:
-    """T(n) of the target at the answer's TP with no cached context, one column per curve."""
-    tp = plan.best.tp if plan.best else 1
-    curves = [(label, hw, label == EXPECTED_LABEL) for label, hw in tn_curves(plan.hardware)]
-    rows: list[Row] = [{"tokens n": int(k)} for k in TOKENS]
-    for label, times in tn_curves_s(plan.model, curves, TOKENS, tp=tp).items():
+    """T(n) of the target at the answer's TP with no cached context, one column per curve
+    (`Plan.tn`)."""
+    assert plan.tn is not None
+    rows: list[Row] = [{"tokens n": int(k)} for k in plan.tn.tokens]
+    for label, times in plan.tn.seconds.items():
         for row, t in zip(rows, times, strict=True):
             row[label] = float(t) * 1e3
     return rows
@@ -66,7 +32,7 @@ def section_tn(plan: Plan, add: Callable[..., None]) -> None:
     rows = tn_rows(plan)
     knee = plan.hardware.ops_per_byte
     labels = [k for k in rows[0] if k != "tokens n"]
-    tp = plan.best.tp if plan.best else 1
+    tp = plan.tn.tp if plan.tn else 1
 
     def draw(ax: Any) -> None:
         n = [r["tokens n"] for r in rows]
@@ -86,7 +52,7 @@ def section_tn(plan: Plan, add: Callable[..., None]) -> None:
     if hw.is_calibrated and not hw.slug.startswith("transferred/"):
         text += "The calibrated curve uses this profile's fitted efficiencies. "
     else:
-        bandwidth, flops = expected_efficiency(hw)
+        bandwidth, flops = plan.expected_efficiency
         text += ("The expected real curve is the datasheet roofline at the GPU's expected "
                  f"kernel efficiency ({bandwidth:g} of its bandwidth, {flops:g} of its peak "
                  "flops: specsim/specs/transferred.py), the one the plan prices every engine's "
@@ -108,12 +74,12 @@ def profile_kind(hw: Hardware) -> str:
 
 
 def memory_rows(plan: Plan) -> list[Row]:
-    """memory_by_context with units in the column names."""
+    """`Plan.memory` (`serving.plan.memory_by_context`) with units in the column names."""
     return [{"TP": int(r["tp"]), "context (tokens)": int(r["context_tokens"]),
              "weights per GPU (GB)": r["weights_gb"],
              "cache per request per GPU (MB)": r["cache_per_request_gb"] * 1e3,
              "max concurrent requests": int(r["max_concurrency"])}
-            for r in memory_by_context(plan, CONTEXTS)]
+            for r in plan.memory]
 
 
 def section_memory(plan: Plan, add: Callable[..., None]) -> None:
@@ -142,11 +108,3 @@ def section_memory(plan: Plan, add: Callable[..., None]) -> None:
         + ".")
     add("img", "memory.png", png=png_bytes(draw))
     add("table", rows=rows, csv="memory.csv")
-
-
-def calibrated_profiles() -> list[tuple[str, Any]]:
-    from specsim.specs.hardware import load_hardware
-    from specsim.specs.io import builtin_dir
-
-    folder = builtin_dir("hardware") / "calibrated"
-    return [(p.stem, load_hardware(str(p))) for p in sorted(folder.glob("*.yaml"))]

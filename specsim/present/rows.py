@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from specsim.forward.cost import PassCost
 from specsim.forward.memory import MemoryPlan
-from specsim.specs.hardware import Hardware
+from specsim.specs.hardware import GemmEfficiency, Hardware
 from specsim.specs.models import Model
 from specsim.specs.params import ModelSizes
 
@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 Row = dict[str, Any]
 
 
-def hardware_rows(hw: Hardware) -> list[Row]:
-    """Every number of a profile with its unit and source."""
+def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]:
+    """Every number of a profile with its unit and source; `transferred`: the GEMM terms a GPU
+    without measurements can expect (`specs.transferred.transferred_gemm`), for a datasheet
+    profile (None for a calibrated one)."""
 
     def src(*keys: str) -> str:
         return next((hw.sources[k] for k in keys if k in hw.sources), "")
@@ -55,12 +57,12 @@ def hardware_rows(hw: Hardware) -> list[Row]:
          "source": calibrated},
         {"field": "pass_overhead_us", "value": eff.pass_overhead_s * 1e6, "source": calibrated},
     ]
-    if not hw.is_calibrated:  # what a GPU without measurements can expect (transferred terms)
-        from specsim.specs.transferred import SOURCE, expected_error_text, transferred_gemm
+    if transferred is not None:  # what a GPU without measurements can expect
+        from specsim.specs.transferred import SOURCE, expected_error_text
 
         rows += [
             {"field": "transferred_gemm_efficiency",
-             "value": _efficiency_text(transferred_gemm(hw.sm_count)),
+             "value": _efficiency_text(transferred),
              "source": f"{SOURCE}; use --hardware transferred/{hw.slug}"},
             {"field": "transferred_expected_error", "value": expected_error_text(),
              "source": SOURCE},

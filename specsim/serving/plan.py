@@ -34,13 +34,14 @@ from specsim.serving.capacity import (
     pareto_front,
     serving_table,
 )
+from specsim.serving.curves import TnTable, calibrated_profiles, tn_table
 from specsim.serving.policies import PolicySweep, simulate_policies
 from specsim.serving.scenarios import Scenario, load_scenario
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
 from specsim.specs.drafters import Drafter, load_drafter
-from specsim.specs.engines import engine_or_none, load_engine
-from specsim.specs.hardware import Hardware, load_hardware
+from specsim.specs.engines import Engine, engine_or_none, load_engine
+from specsim.specs.hardware import Hardware, expected_efficiency, load_hardware
 from specsim.specs.io import builtin_names
 from specsim.specs.models import Model, load_model
 from specsim.speculation.recommend import (
@@ -68,6 +69,8 @@ MAX_NODES = 64
 # Batch sizes of the recommendation table and of the speedup figure (the same, so the figure's
 # dots are the table's settings).
 RECOMMEND_BATCH = (1, 4, 16, 64, 256)
+# Cached tokens per request of the report's memory table.
+MEMORY_CONTEXTS = (512.0, 2048.0, 8192.0, 32768.0, 131072.0)
 # Largest tree of any shape drawn as the bound in the speedup figure, nodes.
 BOUND_MAX_NODES = 256
 # Per-user speed SLO when none is given: a fast reader, tokens/s (a stated default).
@@ -125,6 +128,20 @@ class Plan:
     # `specsim validate`'s held-out error of the round-time model, all rows first, then per
     # drafter family (the same for every plan; computed once per process).
     validation: tuple[GroupError, ...] = ()
+    # What the report shows of the plan, computed here (the report only renders): T(n) at the
+    # answer's TP, memory against context (MEMORY_CONTEXTS, `memory_by_context`), the Pareto
+    # front, the engines that run `best` and `best_plain`, the commands of the answer, the
+    # engine timed, the built-in calibrated profiles and the GPU's expected efficiency
+    # (bandwidth, flops: `specs.hardware.expected_efficiency`).
+    tn: TnTable | None = None
+    memory: tuple[dict[str, float], ...] = ()
+    pareto: tuple[FrontierPoint, ...] = ()
+    best_engines: tuple[str, ...] = ()
+    best_plain_engines: tuple[str, ...] = ()
+    answer_commands: tuple[EngineCommand, ...] = ()
+    engine_spec: Engine | None = None
+    calibrated: tuple[tuple[str, Hardware], ...] = ()
+    expected_efficiency: tuple[float, float] = (1.0, 1.0)
 
     @property
     def tables(self) -> dict[str, list[ServingTable]]:
@@ -279,11 +296,21 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
                           parts[0].tables[0].tp)
         setup = dataclasses.replace(base, drafter=parts[0].drafter, tp=fit_tp)
         policies = simulate_policies(setup, parts[0].profile, seed=policy_seed)
-    return Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
+    plan = Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
                 target_tokens_per_s=target_tokens_per_s, best=best, best_plain=best_plain,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
                 validation=held_out_summary())
+    answer = best or best_plain
+    return dataclasses.replace(
+        plan, tn=tn_table(target, hw, tp=best.tp if best else 1),
+        memory=tuple(memory_by_context(plan, MEMORY_CONTEXTS)),
+        pareto=tuple(pareto_points(plan)),
+        best_engines=tuple(setting_engines(plan, best)) if best else (),
+        best_plain_engines=tuple(setting_engines(plan, best_plain)) if best_plain else (),
+        answer_commands=tuple(setting_commands(plan, answer)) if answer else (),
+        engine_spec=load_engine(engine), calibrated=tuple(calibrated_profiles()),
+        expected_efficiency=expected_efficiency(hw))
 
 
 def _splittable(model: Model, tps: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
