@@ -3,6 +3,8 @@ flags, and the memory limit."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from specsim.engines.sglang import flags_per_row, speculative_args
 from specsim.engines.vllm import config_flag, speculative_config
 from specsim.specs.acceptance import constant_profile
@@ -113,3 +115,16 @@ def test_serving_batch_is_the_most_throughput_above_the_floor_that_fits() -> Non
     assert serving_batch(choices, 500.0) is None         # no batch keeps users that fast
     unfit = [replace(c, fits=False) if c.batch == 32 else c for c in choices]
     assert serving_batch(unfit, 100.0).batch == 8        # batch 32 does not fit in memory
+
+
+def test_plain_rate_is_the_speculative_rate_over_the_speedup() -> None:
+    """300 tokens/s per user at speedup 1.5: plain decoding gives 200; no fit or no speedup:
+    no plain rate (NaN), as the recommend table shows it."""
+    import math
+
+    choice = Choice(batch=8, shape="chain", nodes=3, depth=3, max_width=1, tau=2.4,
+                    round_s=0.008, speedup=1.5, tokens_per_s_per_user=300.0, throughput=2400.0,
+                    fits=True)
+    assert choice.plain_tokens_per_s_per_user == 200.0
+    assert math.isnan(dataclasses.replace(choice, fits=False).plain_tokens_per_s_per_user)
+    assert math.isnan(dataclasses.replace(choice, speedup=0.0).plain_tokens_per_s_per_user)

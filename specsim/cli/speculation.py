@@ -57,7 +57,8 @@ def drafters_list(as_json: JsonOpt = False) -> None:
     from specsim.specs.drafters import load_drafter
     from specsim.specs.io import builtin_names
 
-    emit([drafter_summary(load_drafter(slug)) for slug in builtin_names("drafters")], as_json)
+    drafters = [load_drafter(slug) for slug in builtin_names("drafters")]
+    emit([drafter_summary(d, d.params()) for d in drafters], as_json)
 
 
 @drafters_app.command("show")
@@ -68,7 +69,8 @@ def drafters_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
     from specsim.present.rows import drafter_rows
     from specsim.specs.drafters import load_drafter
 
-    rows = drafter_rows(load_drafter(name))
+    d = load_drafter(name)
+    rows = drafter_rows(d, d.params(), d.cache_layout().bytes_per_token)
     if as_json:
         echo(to_json(rows))
         return

@@ -192,7 +192,7 @@ def _setting_row(label: str, s: Setting | None, engines: tuple[str, ...], target
             "engines": ", ".join(engines) or "-", "TP": s.tp,
             "batch": s.batch, "tau (tokens/round)": s.tau,
             "tokens/s per user": s.tokens_per_s_per_user,
-            "tokens/s per GPU": s.throughput_per_gpu, "TPOT (ms)": s.round_s / s.tau * 1e3,
+            "tokens/s per GPU": s.throughput_per_gpu, "TPOT (ms)": s.tpot_s * 1e3,
             "TTFT median (ms)": s.ttft_s * 1e3, "TTFT p90 (ms)": s.ttft_p90_s * 1e3,
             "GPUs for target": s.gpus_for(target) if target else "-",
             "replicas": s.gpus_for(target) // s.tp if target else "-"}

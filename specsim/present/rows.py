@@ -181,8 +181,7 @@ def speedup_rows(points: list[Choice]) -> list[Row]:
     return [
         {"batch": p.batch, "nodes": p.nodes, "depth": p.depth, "tau": p.tau,
          "round_ms": p.round_s * 1e3, "speedup": p.speedup if p.fits else nan,
-         "plain_tokens_per_s_per_user":
-             p.tokens_per_s_per_user / p.speedup if p.fits and p.speedup else nan,
+         "plain_tokens_per_s_per_user": p.plain_tokens_per_s_per_user,
          "tokens_per_s_per_user": p.tokens_per_s_per_user if p.fits else nan,
          "throughput_tokens_per_s": p.throughput if p.fits else nan, "fits": p.fits}
         for p in points
@@ -197,11 +196,11 @@ def hardware_summary(hw: Hardware) -> Row:
             "calibrated": hw.is_calibrated}
 
 
-def drafter_summary(d: Drafter) -> Row:
-    """One row of `drafters list`."""
+def drafter_summary(d: Drafter, params: float) -> Row:
+    """One row of `drafters list` (`params`: `Drafter.params()`)."""
     alpha = "" if d.acceptance is None else f"{d.acceptance.position_alphas[0]:.3f}"
     return {"drafter": d.slug, "family": d.family, "target": d.target.slug,
-            "parallel": d.is_parallel, "layers": d.layers, "params_B": d.params() / 1e9,
+            "parallel": d.is_parallel, "layers": d.layers, "params_B": params / 1e9,
             "draft_limit": d.draft_limit, "published_alpha": alpha}
 
 
@@ -211,15 +210,16 @@ DRAFTER_FIELDS = ("family", "layers", "hidden_size", "num_attention_heads", "num
                   "medusa_heads", "attention_window")
 
 
-def drafter_rows(d: Drafter) -> list[Row]:
-    """Architecture fields, target, size, own cache per token and published acceptance."""
+def drafter_rows(d: Drafter, params: float, cache_bytes_per_token: float) -> list[Row]:
+    """Architecture fields, target, size, own cache per token and published acceptance
+    (`params`: `Drafter.params()`; `cache_bytes_per_token`: of `Drafter.cache_layout()`)."""
     source = next(iter(d.sources.values()), "")
     rows: list[Row] = [{"field": k, "value": getattr(d, k), "source": source}
                        for k in DRAFTER_FIELDS]
     rows += [
         {"field": "target", "value": d.target.slug, "source": d.target.path},
-        {"field": "params_B", "value": d.params() / 1e9, "source": "derived"},
-        {"field": "cache_bytes_per_token", "value": d.cache_layout().bytes_per_token,
+        {"field": "params_B", "value": params / 1e9, "source": "derived"},
+        {"field": "cache_bytes_per_token", "value": cache_bytes_per_token,
          "source": "derived (bf16)"},
     ]
     if d.acceptance is not None:
@@ -248,8 +248,7 @@ def _recommend_row(c: Any) -> Row:
     nan = float("nan")
     return {"batch": c.batch, "shape": c.shape, "nodes": c.nodes, "depth": c.depth,
             "tau": c.tau, "speedup": c.speedup if c.fits else nan,
-            "plain_tokens_per_s_per_user":
-                c.tokens_per_s_per_user / c.speedup if c.fits and c.speedup else nan,
+            "plain_tokens_per_s_per_user": c.plain_tokens_per_s_per_user,
             "tokens_per_s_per_user": c.tokens_per_s_per_user if c.fits else nan,
             "throughput_tokens_per_s": c.throughput if c.fits else nan,
             "fits": c.fits}

@@ -153,6 +153,11 @@ class Setting:
     ttft_p90_s: float
 
     @property
+    def tpot_s(self) -> float:
+        """Time per output token: seconds per round over tokens per round."""
+        return self.round_s / self.tau
+
+    @property
     def replica_throughput(self) -> float:
         """Output tokens per second of one TP group."""
         return self.throughput_per_gpu * self.tp

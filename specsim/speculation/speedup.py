@@ -344,6 +344,14 @@ class Choice:
     throughput: float
     fits: bool
 
+    @property
+    def plain_tokens_per_s_per_user(self) -> float:
+        """Plain decoding's tokens/s per user at the same batch size (the speculative rate
+        over the speedup); NaN where the batch does not fit or the speedup is 0."""
+        if self.fits and self.speedup:
+            return self.tokens_per_s_per_user / self.speedup
+        return float("nan")
+
 
 def choice_at(table: SpeedupTable, i: int, k: int, round_s: FloatArray, speedup: FloatArray
               ) -> Choice:
