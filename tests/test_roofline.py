@@ -201,3 +201,11 @@ def test_a_batch_mix_is_its_requests() -> None:
     per_token = 2 * 8 * 64 * 2  # K and V per layer
     assert mix[0] == pytest.approx(18 * per_token * (9064 + 64 + 128))
     assert mean[0] == pytest.approx(18 * per_token * (2 * 4532 + 2 * 128))
+
+
+def test_tokens_per_s_is_tokens_over_pass_time() -> None:
+    """No ops, a 0.5 s overhead: passes of 2 and 4 tokens take 0.5 s, 4 and 8 tokens/s."""
+    from specsim.forward.cost import PassCost
+
+    cost = PassCost(ops=(), tokens=np.array([2.0, 4.0]), overhead_s=0.5)
+    assert cost.tokens_per_s.tolist() == [4.0, 8.0]

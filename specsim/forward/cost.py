@@ -53,6 +53,10 @@ class OpCost:
     def total_time_s(self) -> FloatArray:
         return self.time_s * self.op.layers
 
+    def total(self, field: str) -> FloatArray:
+        """An Op byte/flop field over all its layers, (S,)."""
+        return np.asarray(getattr(self.op, field) * self.op.layers)
+
     @property
     def compute_bound(self) -> BoolArray:
         if self.op.op_class in ("communication", "all_to_all"):
@@ -68,6 +72,11 @@ class PassCost:
     ops: tuple[OpCost, ...]
     tokens: FloatArray
     overhead_s: float
+
+    @property
+    def tokens_per_s(self) -> FloatArray:
+        """Tokens scored per second of pass, (S,)."""
+        return np.asarray(self.tokens / self.time_s)
 
     @property
     def time_s(self) -> FloatArray:

@@ -127,11 +127,11 @@ def model_rows(model: Model, sizes: ModelSizes) -> list[Row]:
 
 def roofline_rows(cost: PassCost) -> list[Row]:
     """One row per pass of a T(n) sweep: time, bound, bytes and flops."""
-    n, t = cost.tokens, cost.time_s
+    n, t, rate = cost.tokens, cost.time_s, cost.tokens_per_s
     bound, bytes_, flops = cost.compute_bound, cost.bytes_, cost.flops
     return [
         {"tokens": int(round(n[i])), "time_ms": float(t[i] * 1e3),
-         "tokens_per_s": float(n[i] / t[i]),
+         "tokens_per_s": float(rate[i]),
          "bound": "compute" if bound[i] else "memory",
          "bytes": float(bytes_[i]), "flops": float(flops[i])}
         for i in range(n.size)
@@ -141,6 +141,7 @@ def roofline_rows(cost: PassCost) -> list[Row]:
 def roofline_op_rows(cost: PassCost) -> list[Row]:
     """One row per (pass, op): where the time of each pass of a T(n) sweep goes."""
     n = cost.tokens
+    fields = ("weight_bytes", "activation_bytes", "kv_read_bytes", "kv_write_bytes", "flops")
     rows: list[Row] = []
     for i in range(n.size):
         for c in cost.ops:
@@ -150,11 +151,7 @@ def roofline_op_rows(cost: PassCost) -> list[Row]:
                 "layers": op.layers, "time_ms": float(c.total_time_s[i] * 1e3),
                 "bound": "compute" if c.compute_bound[i] else (
                     "link" if op.op_class in ("communication", "all_to_all") else "memory"),
-                "weight_bytes": float(op.weight_bytes[i] * op.layers),
-                "activation_bytes": float(op.activation_bytes[i] * op.layers),
-                "kv_read_bytes": float(op.kv_read_bytes[i] * op.layers),
-                "kv_write_bytes": float(op.kv_write_bytes[i] * op.layers),
-                "flops": float(op.flops[i] * op.layers)})
+                **{f: float(c.total(f)[i]) for f in fields}})
     return rows
 
 
