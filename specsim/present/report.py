@@ -392,8 +392,8 @@ def answer_text(plan: Plan) -> str:
     if target:
         text += (f" For {target:,.0f} tokens/s: {s.gpus_for(target)} GPUs "
                  f"({s.gpus_for(target) // s.tp} replicas of TP {s.tp}).")
-    if p is not None and s.nodes:
-        gain = s.throughput_per_gpu / p.throughput_per_gpu
+    gain = plan.throughput_gain
+    if p is not None and gain is not None:
         text += (f" Plain decoding at the same SLO: TP {p.tp}, batch {p.batch:,}, "
                  f"{p.throughput_per_gpu:,.0f} tokens/s per GPU at "
                  f"{p.tokens_per_s_per_user:,.0f} tokens/s per user"

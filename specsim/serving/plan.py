@@ -147,6 +147,15 @@ class Plan:
     def tables(self) -> dict[str, list[ServingTable]]:
         return {d.name: d.tables for d in self.drafters}
 
+    @property
+    def throughput_gain(self) -> float | None:
+        """Throughput per GPU of the setting with speculation over plain decoding's at the same
+        SLO; None unless both meet it and the best one speculates."""
+        b, p = self.best, self.best_plain
+        if b is None or p is None or not b.nodes:
+            return None
+        return b.throughput_per_gpu / p.throughput_per_gpu
+
 
 def default_drafters(model: Model) -> list[str]:
     """Built-in drafters trained for the model (by their `target`)."""
