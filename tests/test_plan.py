@@ -419,3 +419,21 @@ def test_tp_degrees_a_drafter_cannot_split_are_left_out_with_a_note() -> None:
     assert [t.tp for t in plain.tables] == [4, 8]  # Llama-2-7B's 32 heads split over both
     assert any("TP 8 left out for llama-68m" in n and "12 attention heads" in n
                for n in plan.notes)
+
+
+def test_throughput_gain_is_speculation_over_plain(small_report: tuple[object, Path]) -> None:
+    """300 tokens/s per GPU with speculation over 200 plain: 1.5x; no gain without a plain
+    setting or where the best setting does not speculate."""
+    import dataclasses
+
+    plan, _ = small_report
+    best = dataclasses.replace(plan.best, throughput_per_gpu=300.0)  # type: ignore[attr-defined]
+    plain = dataclasses.replace(plan.best_plain,  # type: ignore[attr-defined]
+                                throughput_per_gpu=200.0)
+    assert best.nodes > 0
+    assert dataclasses.replace(plan, best=best, best_plain=plain  # type: ignore[type-var]
+                               ).throughput_gain == 1.5
+    assert dataclasses.replace(plan, best=best, best_plain=None  # type: ignore[type-var]
+                               ).throughput_gain is None
+    assert dataclasses.replace(plan, best=dataclasses.replace(best, nodes=0),  # type: ignore[type-var]
+                               best_plain=plain).throughput_gain is None
