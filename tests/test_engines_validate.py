@@ -782,3 +782,20 @@ def test_fitted_block_states_what_validate_measures(slug: str, results: list[Any
         assert fit.range[0] <= getattr(engine, term) <= fit.range[1]
     error = 100 * float(np.median([abs(v.error) for v in rows]))
     assert engine.held_out_error_pct == pytest.approx(error, abs=0.05)
+
+
+def test_the_fit_cache_never_hands_one_engine_the_terms_of_another() -> None:
+    import dataclasses
+
+    from specsim.measurement.validate import _with_terms
+    from specsim.specs.engines import load_engine
+
+    sglang = load_engine("sglang")
+    # Same slug and overlap mode, another value of a term the fit does not set.
+    other = dataclasses.replace(sglang, spec_overlap=sglang.spec_overlap,
+                                per_request_s=sglang.per_request_s + 1e-3)
+    terms = {"round_s": 2e-3}
+    first, second = _with_terms(sglang, terms), _with_terms(other, terms)
+    assert first.round_s == second.round_s == 2e-3
+    assert second.per_request_s == sglang.per_request_s + 1e-3  # not the cached sglang's
+    assert _with_terms(sglang, terms) == sglang.with_terms(**terms)
