@@ -5,10 +5,7 @@ and then closes by itself."""
 from __future__ import annotations
 
 import socket
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -16,43 +13,21 @@ import yaml
 
 from specsim.errors import SpecError
 from specsim.measurement.vllm_metrics import fetch_metrics, read_metrics
+from tests.test_bounded_inputs import serve  # the one loopback server of the tests
 from tests.test_cli import run
 from tests.test_cli_speculation import METRICS
 
 
-class _Metrics(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        if self.path != "/metrics":
-            self.send_error(404)
-            return
-        body = METRICS.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
-@contextmanager
-def serve(requests: int) -> Iterator[str]:
-    """A loopback server that answers at most `requests` requests, each waited for 10 s."""
-    server = HTTPServer(("127.0.0.1", 0), _Metrics)
-    server.timeout = 10
-
-    def loop() -> None:
-        for _ in range(requests):
-            server.handle_request()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        thread.join(timeout=15)
-        server.server_close()
+def _metrics(handler: BaseHTTPRequestHandler) -> None:
+    if handler.path != "/metrics":
+        handler.send_error(404)
+        return
+    body = METRICS.encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/plain; version=0.0.4")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def _closed_port() -> int:
@@ -64,7 +39,7 @@ def _closed_port() -> int:
 
 def test_acceptance_fit_from_a_live_endpoint(tmp_path: Path) -> None:
     out = tmp_path / "live.yaml"
-    with serve(1) as base:
+    with serve(_metrics) as base:
         result = run("acceptance", "fit", f"{base}/metrics", "--out", str(out))
     assert result.returncode == 0, result.stderr
     data = yaml.safe_load(out.read_text())
@@ -72,7 +47,7 @@ def test_acceptance_fit_from_a_live_endpoint(tmp_path: Path) -> None:
 
 
 def test_fetch_reports_http_errors_and_refused_connections() -> None:
-    with serve(1) as base, pytest.raises(SpecError, match=r"/nothing: HTTP 404"):
+    with serve(_metrics) as base, pytest.raises(SpecError, match=r"/nothing: HTTP 404"):
         fetch_metrics(f"{base}/nothing", timeout_s=5)
     url = f"http://127.0.0.1:{_closed_port()}/metrics"
     with pytest.raises(SpecError, match=rf"^{url}: cannot connect"):
