@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_cases import LLAMA_CONFIG, set_at
+from fuzz_cases import LLAMA_CONFIG, Outcome, set_at
 
-__all__ = ["LLAMA_CONFIG", "set_at"]  # re-exported: the config.json and the setter they mutate with
+# Re-exported from the fuzz campaign: the config.json, the outcome record and the setter.
+__all__ = ["LLAMA_CONFIG", "Outcome", "set_at"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,14 +42,6 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 
 # --------------------------------------------------------------------------- running
-
-
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    stdout: str
-    stderr: str
-    error: BaseException | None  # an uncaught exception other than SystemExit
 
 
 def run_cli(args: Iterable[str], cwd: Path) -> Outcome:
