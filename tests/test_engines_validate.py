@@ -799,3 +799,17 @@ def test_the_fit_cache_never_hands_one_engine_the_terms_of_another() -> None:
     assert first.round_s == second.round_s == 2e-3
     assert second.per_request_s == sglang.per_request_s + 1e-3  # not the cached sglang's
     assert _with_terms(sglang, terms) == sglang.with_terms(**terms)
+
+
+def test_the_validate_figure_panels_are_error_summary_groups() -> None:
+    from specsim.measurement.published import load_published
+    from specsim.measurement.validate import error_summary
+
+    results = [v for v in validate(load_published()) if v.predicted is not None]
+    groups = {g.group: g for g in error_summary(results, keys=("panel",))}
+    # Tokens/s with and without speculation share the middle panel; the three panels hold
+    # every predicted row once.
+    assert set(groups) == {"all", "panel=speedup", "panel=tokens/s", "panel=relative_speedup"}
+    assert sum(g.rows for k, g in groups.items() if k != "all") == groups["all"].rows
+    by_hand = np.median(np.abs([v.error for v in results if v.metric == "speedup"]))
+    assert groups["panel=speedup"].median_abs_error == pytest.approx(by_hand)

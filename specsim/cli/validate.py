@@ -127,9 +127,12 @@ def validate(
         echo(f"\nnot predicted ({len(skipped)}):")
         echo(to_table(skipped))
     if plot is not None:
+        from specsim.measurement.validate import error_summary
         from specsim.present.plots import validation_figure
 
-        validation_figure(rows, plot)
+        medians = {g.group: 100 * g.median_abs_error
+                   for g in error_summary(results, keys=("panel",))}
+        validation_figure(rows, medians, plot)
         if not as_json:
             echo(f"\nwrote {plot}")
 

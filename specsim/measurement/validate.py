@@ -382,6 +382,11 @@ def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
     return fit_terms(load_engine(engine_slug), list(_samples(rows, engine_slug).values()))
 
 
+# The panels of `specsim validate --plot` by metric (error_summary's "panel" key).
+PANELS = {"speedup": "speedup", "tokens_per_s": "tokens/s", "plain_tokens_per_s": "tokens/s",
+          "relative_speedup": "relative_speedup"}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupError:
     """Held-out error of a group of predicted rows (fractions, not percent)."""
@@ -407,7 +412,8 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
         "engine": lambda v: v.row.engine, "family": lambda v: v.group,
         "batch": lambda v: str(v.row.batch), "metric": lambda v: v.metric,
         "weights": lambda v: _weights(v.row),
-        "moe": lambda v: str(_is_moe(v.row.model)).lower()}
+        "moe": lambda v: str(_is_moe(v.row.model)).lower(),
+        "panel": lambda v: PANELS[v.metric]}
     groups: list[tuple[str, list[Validation]]] = [("all", done)]
     for label in keys:
         key = key_of[label]

@@ -114,20 +114,23 @@ def calibration_figure(sums: pd.DataFrame, path: Path, *, title: str,
     _save(fig, path)
 
 
-def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
+def validation_figure(rows: list[dict[str, Any]], medians_pct: dict[str, float],
+                      path: Path) -> None:
     """Predicted against measured: speedups (left), tokens/s (middle), batch sweeps as speedup
     over the sweep's reference batch (right), one marker per family. Each panel names its row
-    count and median |error|; speedup rows predicted on the other side of 1 are circled."""
+    count and median |error| (`medians_pct`: validate's error_summary by "panel", in percent,
+    "all" for the title); speedup rows predicted on the other side of 1 are circled."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
-    panels = ((axes[0], [r for r in rows if r["metric"] == "speedup"], "speedup"),
-              (axes[1], [r for r in rows if "tokens_per_s" in r["metric"]], "tokens/s"),
+    panels = ((axes[0], [r for r in rows if r["metric"] == "speedup"], "speedup", "speedup"),
+              (axes[1], [r for r in rows if "tokens_per_s" in r["metric"]], "tokens/s",
+               "tokens/s"),
               (axes[2], [r for r in rows if r["metric"] == "relative_speedup"],
-               "speedup ÷ sweep's first batch"))
+               "speedup ÷ sweep's first batch", "relative_speedup"))
     wrong = [r for r in rows if r.get("wrong_sign")]
-    for ax, members, unit in panels:
+    for ax, members, unit, panel in panels:
         for fam in sorted({r["family"] for r in members}):
             pts = [r for r in members if r["family"] == fam]
             ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts], label=fam,
@@ -158,12 +161,11 @@ def validation_figure(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_xlabel(f"measured {unit}")
         ax.set_ylabel(f"predicted {unit} (held out)")
         if members:
-            errors = np.abs([r["error_pct"] for r in members])
-            ax.set_title(f"{len(members)} rows, median |error| {np.median(errors):.1f}%",
-                         fontsize=10)
+            ax.set_title(f"{len(members)} rows, median |error| "
+                         f"{medians_pct[f'panel={panel}']:.1f}%", fontsize=10)
             ax.legend(fontsize=7)
-    errors = np.abs([r["error_pct"] for r in rows]) if rows else np.zeros(1)
     fig.suptitle(f"specsim validate: {len(rows)} published rows predicted, each with the engine "
-                 f"terms fitted on the other sources; median |error| {np.median(errors):.1f}%, "
-                 f"{len(wrong)} with the wrong sign", fontsize=11)
+                 f"terms fitted on the other sources; median |error| "
+                 f"{medians_pct.get('all', 0.0):.1f}%, {len(wrong)} with the wrong sign",
+                 fontsize=11)
     _save(fig, path)
