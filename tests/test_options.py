@@ -244,6 +244,24 @@ def test_plan_runs_with_no_options(tmp_path: Path) -> None:
     assert DEFAULT_MODEL in report.lower() or "qwen3" in report.lower()
 
 
+@pytest.mark.parametrize("command", ["hardware list", "models list", "drafters list",
+                                     "engines list", "workloads list", "acceptance objectives",
+                                     "acceptance weights", "validate"])
+def test_listing_and_analysis_commands_run_with_no_options(command: str) -> None:
+    ok(*command.split())
+
+
+def test_profile_with_no_options_profiles_the_default_model_into_a_default_file(
+        tmp_path: Path) -> None:
+    """`specsim profile` alone times the default model into ./specsim-profile.csv (a full grid
+    takes minutes on a GPU, hours on a CPU: here it stops at the existing file, before timing)."""
+    (tmp_path / "specsim-profile.csv").write_text("keep")
+    refused = run("profile", cwd=tmp_path)
+    assert refused.returncode == 2 and "specsim-profile.csv: exists" in refused.stderr
+    assert (tmp_path / "specsim-profile.csv").read_text() == "keep"
+    assert _defaults("--model")["profile"] == DEFAULT_MODEL
+
+
 def test_speedup_alone_is_the_default_drafter_not_an_error() -> None:
     """No drafter given: the default drafter on its target, the same table as naming it."""
     assert ok("speedup", "--batch", "1", "--nodes", "4") == \

@@ -21,7 +21,7 @@ from specsim.cli.common import (
 )
 from specsim.errors import SpecError, check_int, check_number
 from specsim.present.render import terminal_text
-from specsim.specs.defaults import MAX_TOKENS_PER_PASS
+from specsim.specs.defaults import DEFAULT_MODEL, MAX_TOKENS_PER_PASS
 
 TINY = "tiny"  # a 4-layer toy model for quick CPU runs of the whole loop
 
@@ -64,8 +64,9 @@ class _Progress:
 @app.command()
 def profile(
     model: Annotated[str, typer.Option(
-        "--model", "-m", help=f"Model whose shapes to time (slug, YAML, or '{TINY}').")],
-    out: Annotated[Path, typer.Option(help="Profile CSV to write.")],
+        "--model", "-m", help=f"Model whose shapes to time (slug, YAML, or '{TINY}').")]
+    = DEFAULT_MODEL,
+    out: Annotated[Path, typer.Option(help="Profile CSV to write.")] = Path("specsim-profile.csv"),
     device: Annotated[str | None, typer.Option(
         help="cuda or cpu (default: cuda when torch sees a GPU).")] = None,
     backend: Annotated[str | None, typer.Option(
