@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from specsim.specs.names import CONTROLS
+
 Row = dict[str, Any]
 
 
@@ -56,9 +58,9 @@ def without_checkout(text: str) -> str:
     return text.replace(root, "")
 
 
-# Characters a terminal or a renderer acts on rather than shows (C0 and C1 controls, DEL, line
-# and paragraph separators, bidirectional overrides and isolates): spaces in Markdown text.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# What a terminal or a renderer acts on rather than shows (specs.names.CONTROLS), tab and
+# newline included: spaces in Markdown text.
+_CONTROL = re.compile(f"[{CONTROLS}\t\n]")
 # Characters that make inline Markdown structure anywhere in a line: backslash escapes, code
 # spans, emphasis, links and images, HTML tags and comments ('<!--' becomes '\\<\\!--'),
 # autolinks, headings, table cells, entities and GFM strikethrough. CommonMark lets a backslash
@@ -70,7 +72,7 @@ _UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 _LIST_MARKER = re.compile(r"^([-+])|^(\d+)([.)])")
 _INLINE_CODE = re.compile(r"`([^`]+)`")
 # In a code block, the controls but newline and tab.
-_CODE_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CODE_CONTROL = re.compile(f"[{CONTROLS}]")
 
 
 def markdown_text(text: str, *, line_start: bool = True) -> str:

@@ -13,15 +13,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specsim.specs.names import CONTROLS
+
 Row = Mapping[str, Any]
 
-# What a terminal acts on rather than shows: C0 controls (ESC starts escape sequences, CR and
-# BS rewrite the line), DEL, C1 controls (CSI and OSC as one byte), the Unicode line and
-# paragraph separators, and the bidirectional overrides and isolates that reorder the text
-# shown. Tab and newline stay where a caller keeps them (whole outputs), not in cells.
-_CONTROL = r"\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_UNSAFE = re.compile(f"[{_CONTROL}]")
-_UNSAFE_IN_LINE = re.compile(rf"[{_CONTROL}\t\n]")
+# What a terminal acts on rather than shows (specs.names.CONTROLS). Tab and newline stay where
+# a caller keeps them (whole outputs), not in cells.
+_UNSAFE = re.compile(f"[{CONTROLS}]")
+_UNSAFE_IN_LINE = re.compile(f"[{CONTROLS}\t\n]")
 
 
 def _visible(match: re.Match[str]) -> str:

@@ -18,7 +18,6 @@ the field; `one_line` makes any text safe to print as a single comment line.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable
 
 from specsim.errors import SpecError
@@ -36,13 +35,19 @@ MAX_PATH_CHARS = 4096
 MAX_HUB_PART_CHARS = 96
 
 _HUB_PART = re.compile(r"[A-Za-z0-9._-]+", re.ASCII)
-# Invisible characters that reorder or hide text on a terminal (Trojan Source, CVE-2021-42574).
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# What a terminal or a renderer acts on rather than shows, as a regex character class (the one
+# definition; the terminal and Markdown escapers use it too): C0 controls but tab and newline
+# (ESC starts escape sequences, CR and BS rewrite the line), DEL, C1 controls (CSI and OSC as
+# one byte), the Unicode line and paragraph separators, and the invisible marks, overrides and
+# isolates that reorder the text shown (Trojan Source, CVE-2021-42574).
+CONTROLS = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+            "\u2066-\u2069")
+_CONTROL = re.compile(f"[{CONTROLS}\t\n]")  # a name holds neither tab nor newline either
 _LOCAL_PREFIXES = ("/", "./", "../")
 
 
 def _is_control(char: str) -> bool:
-    return unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in _BIDI
+    return _CONTROL.match(char) is not None
 
 
 def _control_problem(value: str) -> str:
