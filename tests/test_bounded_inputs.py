@@ -525,7 +525,8 @@ def test_a_small_honest_npz_still_loads(tmp_path: Path) -> None:
 
 
 def test_written_yaml_reads_back_as_written_under_yaml_1_2(tmp_path: Path) -> None:
-    from specsim.specs.io import parse_yaml, write_yaml
+    from specsim.specs.io import parse_yaml
+    from specsim.specs.outputs import write_yaml
 
     # Strings that PyYAML's YAML 1.1 writer leaves unquoted but a YAML 1.2 reader takes for
     # numbers or null; each must come back as the same string.

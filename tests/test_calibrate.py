@@ -24,7 +24,8 @@ from specsim.measurement.profiling import (
 )
 from specsim.measurement.tables import from_specsim, from_vidur
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import read_yaml, write_yaml
+from specsim.specs.io import read_yaml
+from specsim.specs.outputs import write_yaml
 from tests.conftest import requires_vidur, vidur_dir
 from tests.test_cli import run
 

@@ -13,8 +13,8 @@ import pytest
 from specsim.errors import SpecError
 from specsim.specs.drafter_import import import_drafter
 from specsim.specs.drafters import load_drafter
-from specsim.specs.io import write_yaml
 from specsim.specs.models import load_model
+from specsim.specs.outputs import write_yaml
 from tests.test_cli import run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "drafter_configs"

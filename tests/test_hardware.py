@@ -152,7 +152,7 @@ def test_malformed_yaml_names_file_and_line(tmp_path) -> None:  # type: ignore[n
 
 
 def test_atomic_write_leaves_old_file_and_no_temporary_on_error(tmp_path: Path) -> None:
-    from specsim.specs.io import atomic_write, check_writable
+    from specsim.specs.outputs import atomic_write, check_writable
 
     target = tmp_path / "out.yaml"
     target.write_text("old\n", encoding="utf-8")

@@ -13,8 +13,9 @@ import yaml
 
 from specsim.errors import SpecError
 from specsim.specs.hf_import import import_config
-from specsim.specs.io import read_spec_file, write_yaml
+from specsim.specs.io import read_spec_file
 from specsim.specs.models import Model, model_from_file
+from specsim.specs.outputs import write_yaml
 from specsim.specs.params import active_params, total_params
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"

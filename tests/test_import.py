@@ -11,8 +11,9 @@ import pytest
 
 from specsim.errors import SpecError
 from specsim.specs.hf_import import import_config, read_config
-from specsim.specs.io import read_spec_file, write_yaml
+from specsim.specs.io import read_spec_file
 from specsim.specs.models import Model, model_from_file
+from specsim.specs.outputs import write_yaml
 from specsim.specs.params import active_params, total_params
 
 # Architecture keys as published in each model's config.json on the Hugging Face Hub.

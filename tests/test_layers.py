@@ -160,9 +160,10 @@ def test_layers_import_downward_only(low: str, high: str) -> None:
 # helpers, which name, quote, locate or write and compute no number.
 PRESENT_HELPERS = {
     "specsim.specs.names.one_line",  # a spec's text on one line
-    "specsim.specs.io.file_slug",  # a file name from a slug
+    "specsim.specs.outputs.file_slug",  # a file name from a slug
     "specsim.specs.io.builtin_dir",  # where the built-in specs lie
-    "specsim.specs.io.atomic_write_bytes", "specsim.specs.io.make_parent",  # writing a file
+    "specsim.specs.outputs.atomic_write_bytes",  # writing a file
+    "specsim.specs.outputs.make_parent",
     "specsim.specs.transferred.expected_error_text",  # a sentence quoting a measured error
 }
 # Library functions `present/` may still call for numbers it shows (none now): a function that

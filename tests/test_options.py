@@ -371,7 +371,7 @@ def test_one_workload_loader_for_scenarios_and_fitted_files(tmp_path: Path) -> N
     """A scenario name and a workload YAML load through the same function into the same
     type; a file without lengths gets its context as the prompt and 512 output tokens."""
     from specsim.serving.scenarios import Scenario, load_scenario
-    from specsim.specs.io import write_yaml
+    from specsim.specs.outputs import write_yaml
     from specsim.specs.workloads import Workload, load_workload, workload_to_yaml
 
     assert Scenario is Workload and load_scenario is load_workload

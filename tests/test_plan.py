@@ -19,8 +19,8 @@ from specsim.serving.policies import dspark_allocation, round_profile, simulate_
 from specsim.serving.scenarios import LengthDistribution, load_scenario
 from specsim.specs.acceptance import AcceptanceProfile, constant_profile
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import write_yaml
 from specsim.specs.models import load_model
+from specsim.specs.outputs import write_yaml
 from specsim.specs.workloads import workload_to_yaml
 from specsim.speculation.speedup import Setup
 

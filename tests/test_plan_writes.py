@@ -28,16 +28,11 @@ import pytest
 import specsim.present.report as report
 import specsim.present.report_hardware as report_hardware
 import specsim.serving.plan as serving_plan
-import specsim.specs.io as spec_io
+import specsim.specs.outputs as spec_io
 from specsim.errors import SpecError
 from specsim.present.report import write_report
-from specsim.specs.io import (
-    OutputFolder,
-    atomic_write_bytes,
-    builtin_dir,
-    check_writable,
-    file_slug,
-)
+from specsim.specs.io import builtin_dir
+from specsim.specs.outputs import OutputFolder, atomic_write_bytes, check_writable, file_slug
 
 STUB_PNG = b"\x89PNG\r\n\x1a\nstub"
 REAL_MAKE_PLAN = serving_plan.make_plan

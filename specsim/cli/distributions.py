@@ -28,7 +28,7 @@ MAX_POSITIONS = 4096
 
 
 def _check_plot(plot: Path | None, force: bool) -> None:
-    from specsim.specs.io import PLOT_SUFFIXES, check_writable
+    from specsim.specs.outputs import PLOT_SUFFIXES, check_writable
 
     if plot is not None:
         check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
@@ -57,7 +57,7 @@ def from_probs(
     """Per-position alpha = 1 - TV and tau per draft length, written as a workload profile."""
     import numpy as np
 
-    from specsim.specs.io import check_writable, write_yaml
+    from specsim.specs.outputs import check_writable, write_yaml
     from specsim.specs.prob_arrays import check_pair, load_prob_arrays
     from specsim.speculation.distributions import acceptance_from_probs, monte_carlo_check
 

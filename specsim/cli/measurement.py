@@ -100,7 +100,7 @@ def profile(
         profile_metadata,
         run_profile,
     )
-    from specsim.specs.io import check_writable
+    from specsim.specs.outputs import check_writable
 
     check_writable(out, force=force, suffixes=(".csv",))
     check_int(repeats, "repeats", low=1, high=10_000)
@@ -234,7 +234,8 @@ def calibrate(
     from specsim.measurement.plausibility import ImplausibleCalibration, percent_text
     from specsim.measurement.tables import measured_hardware
     from specsim.specs.hardware import load_hardware
-    from specsim.specs.io import PLOT_SUFFIXES, check_writable, read_yaml, write_yaml
+    from specsim.specs.io import read_yaml
+    from specsim.specs.outputs import PLOT_SUFFIXES, check_writable, write_yaml
 
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     if predictions is not None:
@@ -321,7 +322,7 @@ def _prediction_rows(points: Any) -> Any:
 
 
 def _write_csv(frame: Any, path: Path) -> None:
-    from specsim.specs.io import atomic_write
+    from specsim.specs.outputs import atomic_write
 
     atomic_write(path, lambda handle: frame.to_csv(handle, index=False, float_format="%.7g"))
 

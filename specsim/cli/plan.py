@@ -46,7 +46,7 @@ def plan(
     """
     from specsim.present.report import render_report
     from specsim.serving.plan import make_plan
-    from specsim.specs.io import OutputFolder
+    from specsim.specs.outputs import OutputFolder
 
     # Checked now, locked for the whole run (a second run into --out fails at once), written
     # last: into a fresh folder beside --out that one rename puts in place.

@@ -88,9 +88,10 @@ def models_import(
 ) -> None:
     """Turn a config.json into a model spec YAML that every command accepts."""
     from specsim.specs.hf_import import import_config, is_generic, locate_config, read_config
-    from specsim.specs.io import check_writable, spec_from_mapping, write_yaml
+    from specsim.specs.io import spec_from_mapping
     from specsim.specs.models import model_from_file
     from specsim.specs.names import display_name_problem, require
+    from specsim.specs.outputs import check_writable, write_yaml
 
     if name is not None:  # before the file name is derived from it
         require(name, display_name_problem, "option --name")
@@ -147,9 +148,9 @@ def drafters_import(
     from specsim.specs.drafter_import import import_drafter
     from specsim.specs.drafters import load_drafter
     from specsim.specs.hf_import import locate_config, read_config
-    from specsim.specs.io import check_writable, write_yaml
     from specsim.specs.models import load_model
     from specsim.specs.names import display_name_problem, require
+    from specsim.specs.outputs import check_writable, write_yaml
 
     if name is not None:
         require(name, display_name_problem, "option --name")

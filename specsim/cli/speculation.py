@@ -117,7 +117,7 @@ def speedup(
     """speedup(N, B) of trees or chains of N drafted nodes at batch sizes B."""
     from specsim.present.render import setup_line
     from specsim.present.rows import speedup_rows
-    from specsim.specs.io import PLOT_SUFFIXES, check_writable
+    from specsim.specs.outputs import PLOT_SUFFIXES, check_writable
     from specsim.speculation.speedup import best_per_nodes, speedup_sweep
 
     if plot is not None:
@@ -192,7 +192,7 @@ def recommend(
     from specsim.engines import adapter, vllm
     from specsim.present.render import context_text, setup_line
     from specsim.present.rows import recommend_rows, serving_text
-    from specsim.specs.io import check_writable
+    from specsim.specs.outputs import check_writable
     from specsim.speculation.recommend import engine_cells, engine_commands, serving_batch
     from specsim.speculation.recommend import recommend as best_settings
     from specsim.speculation.setup import load_setup
@@ -215,7 +215,7 @@ def recommend(
     if tree_out is not None:
         from specsim.engines.sglang import flags_per_row
         from specsim.present.trees import tree_document
-        from specsim.specs.io import atomic_write
+        from specsim.specs.outputs import atomic_write
         from specsim.speculation.recommend import chosen_trees, optimum_tree
 
         depth = max_nodes if max_depth is None else max_depth
@@ -277,7 +277,7 @@ def acceptance_fit(
     """Per-position conditional acceptance from vLLM's counters, as a workload profile."""
     from specsim.measurement.vllm_metrics import metrics_name, read_counts
     from specsim.present.rows import acceptance_rows
-    from specsim.specs.io import check_writable, write_yaml
+    from specsim.specs.outputs import check_writable, write_yaml
     from specsim.specs.workloads import workload_to_yaml
 
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))

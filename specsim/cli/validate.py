@@ -102,7 +102,7 @@ def validate(
 ) -> None:
     """Predict every published row with tau held at its value; errors are held out by source."""
     from specsim.measurement.published import load_published
-    from specsim.specs.io import PLOT_SUFFIXES, check_writable
+    from specsim.specs.outputs import PLOT_SUFFIXES, check_writable
 
     if plot is not None:
         check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)

@@ -21,7 +21,7 @@ def _save(fig: Figure, path: Path) -> None:
 
     import matplotlib.pyplot as plt
 
-    from specsim.specs.io import atomic_write_bytes, make_parent
+    from specsim.specs.outputs import atomic_write_bytes, make_parent
 
     buffer = io.BytesIO()
     try:

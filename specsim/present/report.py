@@ -22,7 +22,7 @@ from specsim.present.report_hardware import profile_kind, section_memory, sectio
 from specsim.serving.capacity import Setting
 from specsim.serving.plan import DrafterPlan, Plan
 from specsim.specs.engines import Engine
-from specsim.specs.io import OutputFolder, file_slug
+from specsim.specs.outputs import OutputFolder, file_slug
 
 SECTIONS = (
     "Answer", "Forward-pass time T(n) and its knee", "Memory and maximum concurrency",
