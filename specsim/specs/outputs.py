@@ -122,7 +122,6 @@ def make_parent(path: Path) -> None:
 
 
 # ---- output folders: written whole, put in place by one rename --------------------------------
-# (stdlib imports below are local: the top of this module is shared with the YAML readers)
 
 NAME_MAX_BYTES = 255  # a path component's limit where the OS does not say (ext4, xfs, APFS)
 
