@@ -122,8 +122,8 @@ def test_engines_show_summarizes_a_long_fit() -> None:
 
 def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: Any) -> None:
     row = {"id": "r1", "source": "s", "model": "qwen3-8b", "hardware": "h200",
-           "engine": "hf-eager", "batch": 1, "dataset": "d", "method": "dflash",
-           "shape": "chain"}
+           "engine": "hf-eager", "batch": 1, "benchmark": "batch", "dataset": "d",
+           "method": "dflash", "shape": "chain"}
     missing = write_yaml("p1.yaml", {"rows": [{k: v for k, v in row.items() if k != "batch"}]})
     with pytest.raises(SpecError, match=r"p1.yaml: row 'r1': field 'batch' is missing"):
         load_published([str(missing)])
@@ -146,6 +146,35 @@ def test_published_row_missing_a_field_or_naming_an_unknown_model(write_yaml: An
         with pytest.raises(SpecError, match=r"p4.yaml: row 'r1': field 'spec_overlap' must be "
                                             "true or false"):
             load_published([str(flag)])
+
+
+def test_published_row_says_how_it_was_measured(write_yaml: Any) -> None:
+    """Closed batch or concurrency, said; a concurrency row with its lengths and whether its
+    number includes prefill; a measured TPOT only on a plain row. One line naming the row."""
+    row = {"id": "r1", "source": "s", "model": "qwen3-8b", "hardware": "h200",
+           "engine": "vllm", "batch": 16, "benchmark": "concurrency", "dataset": "random",
+           "method": "plain", "shape": "chain", "input_tokens": 1024, "output_tokens": 1024,
+           "prefill_included": True, "baseline_tokens_per_s": 1000.0}
+    ok = load_published([str(write_yaml("ok.yaml", {"rows": [row]}))])[0]
+    assert ok.concurrency and ok.input_tokens == 1024 and ok.prefill_included
+    cases = (
+        ({k: v for k, v in row.items() if k != "benchmark"}, "field 'benchmark' is missing"),
+        ({**row, "benchmark": "open-loop"}, "field 'benchmark' must be 'batch'"),
+        ({k: v for k, v in row.items() if k != "input_tokens"},
+         "field 'input_tokens' is missing: a concurrency row needs"),
+        ({k: v for k, v in row.items() if k != "output_tokens"},
+         "field 'output_tokens' is missing"),
+        ({k: v for k, v in row.items() if k != "prefill_included"},
+         "field 'prefill_included' is missing"),
+        ({**row, "prefill_included": "yes"}, "field 'prefill_included' must be true or false"),
+        ({**row, "input_tokens": 0}, "field 'input_tokens' must be an integer"),
+        ({**row, "method": "eagle3", "tpot_ms": 5.0}, "field 'tpot_ms' is a plain-decoding"),
+        ({**row, "tpot_ms": -1}, "field 'tpot_ms' must be a positive finite number"),
+    )
+    for i, (bad, message) in enumerate(cases):
+        path = write_yaml(f"b{i}.yaml", {"rows": [bad]})
+        with pytest.raises(SpecError, match=rf"b{i}.yaml: row 'r1': {message}"):
+            load_published([str(path)])
 
 
 @pytest.mark.parametrize("block", ["weight_dtype_efficiency", "moe_weight_dtype_efficiency"])
@@ -202,8 +231,9 @@ def test_published_row_with_expert_parallelism(write_yaml: Any) -> None:
     from specsim.measurement.validate import row_parts
 
     row = {"id": "r1", "source": "s", "model": "deepseek-v3", "hardware": "h200",
-           "engine": "sglang", "tp": 8, "batch": 1, "dataset": "d", "method": "plain",
-           "shape": "chain", "weight_dtype": "fp8", "baseline_tokens_per_s": 30.0}
+           "engine": "sglang", "tp": 8, "batch": 1, "benchmark": "batch", "dataset": "d",
+           "method": "plain", "shape": "chain", "weight_dtype": "fp8",
+           "baseline_tokens_per_s": 30.0}
     rows = load_published([str(write_yaml("ep.yaml", {"rows": [row, {**row, "id": "r8",
                                                                       "ep": 8}]}))])
     assert [r.ep for r in rows] == [1, 8]
@@ -234,9 +264,9 @@ def test_published_row_with_expert_parallelism(write_yaml: Any) -> None:
 
 
 ROUND_ROW = {"id": "r1", "source": "s", "model": "llama-3.1-8b", "hardware": "h100-sxm",
-             "engine": "sglang", "batch": 1, "dataset": "d", "method": "eagle3",
-             "shape": "chain", "drafter_spec": "eagle3-llama-3.1-8b", "draft_tokens": 3,
-             "depth": 3, "tau": 2.5, "speedup": 1.5}
+             "engine": "sglang", "batch": 1, "benchmark": "batch", "dataset": "d",
+             "method": "eagle3", "shape": "chain", "drafter_spec": "eagle3-llama-3.1-8b",
+             "draft_tokens": 3, "depth": 3, "tau": 2.5, "speedup": 1.5}
 
 
 @pytest.mark.parametrize("change, message", [

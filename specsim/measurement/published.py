@@ -3,7 +3,15 @@
 Each file holds the rows of one source; a row names its model, GPU, engine, batch, method,
 shape, drafted tokens and depth (with `assumed` listing those the source does not give), the
 published tau (tokens per round, bonus included) and the measured speedup or tokens/s. A row of
-method `plain` measures plain decoding (its `baseline_tokens_per_s`): one decoding step.
+method `plain` measures plain decoding (its `baseline_tokens_per_s` or `tpot_ms`): one
+decoding step.
+
+Every row says how it was measured (`benchmark`): a closed `batch` (the requests start together
+and decode side by side; `requests` prompts run `batch` at a time) or a `concurrency` benchmark
+(clients keep `batch` requests in flight; new requests arrive as others finish, so their prompts
+are prefilled between decoding steps). A concurrency row states its prompt and output lengths
+(`input_tokens`, `output_tokens`) and whether its number includes the requests' own prefill
+(`prefill_included`: output throughput and end-to-end latency do; TPOT does not).
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from specsim.specs.io import (
 from specsim.specs.models import load_model
 
 NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
-REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "dataset", "method", "shape")
+REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "benchmark", "dataset",
+            "method", "shape")
+BENCHMARKS = ("batch", "concurrency")  # a closed batch, or clients keeping `batch` in flight
 # Every key a published file and a row may hold; any other key is an error naming the closest
 # one. A new field is one line here (and its reader, if it is read).
 FILE_KEYS = ("about", "rows")
@@ -37,6 +47,9 @@ ROW_KEYS = (
     "drafter", "drafter_spec", "drafter_takes_target_width",  # the drafter, and its spec
     "draft_tokens", "depth", "topk",  # speculation setting
     "tau", "acceptance_rate", "speedup", "baseline_tokens_per_s", "spec_tokens_per_s",  # measured
+    "tpot_ms",  # measured plain-decoding time per output token of one request, ms
+    "input_tokens", "output_tokens", "prefill_included",  # how a concurrency run was measured
+    "context",  # cached tokens per request while decoding, when the source states it
     "sweep_reference",  # the row of the same sweep its speedup is compared with (no tau)
     "requests",  # prompts the benchmark ran, `batch` at a time (None: the batch stayed full)
     "spec_overlap",  # the engine overlapped speculative rounds' host work (SGLang spec v2)
@@ -85,12 +98,24 @@ class PublishedRow:
     # The engine ran its speculative rounds' host work while the GPU ran (SGLang's spec v2
     # overlap scheduler); false: synchronous rounds, as in SGLang before spec v2.
     spec_overlap: bool = False
+    benchmark: str = "batch"  # BENCHMARKS: a closed batch or a concurrency benchmark
+    tpot_ms: float | None = None  # measured plain time per output token of one request, ms
+    input_tokens: int | None = None  # prompt tokens per request (a concurrency row: required)
+    output_tokens: int | None = None  # output tokens per request (a concurrency row: required)
+    prefill_included: bool = False  # the number includes the requests' own prefill
+    context: float | None = None  # cached tokens per request while decoding, as stated
     path: str = ""  # the file it was read from
 
     @property
     def source_key(self) -> str:
         """The publication the row comes from (its source's address): held out as one."""
         return self.source.split()[0]
+
+    @property
+    def concurrency(self) -> bool:
+        """Measured with clients keeping `batch` requests in flight (prompts prefilled between
+        decoding steps), not as a closed batch."""
+        return self.benchmark == "concurrency"
 
     @property
     def plain(self) -> bool:
@@ -177,6 +202,10 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
     for key in REQUIRED:
         if item.get(key) in (None, ""):
             raise SpecError(f"{where}: field '{key}' is missing")
+    if item["benchmark"] == "concurrency" and "prefill_included" not in item:
+        raise SpecError(f"{where}: field 'prefill_included' is missing: a concurrency row says "
+                        "whether its number includes the requests' own prefill (true for "
+                        "output throughput or end-to-end latency, false for TPOT)")
     _check_known(where, "models", str(item["model"]))
     _check_known(where, "hardware", str(item["hardware"]))
     if item["engine"] != OTHER_ENGINE:
@@ -199,9 +228,41 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
-        spec_overlap=_bool(item, "spec_overlap", where), ep=_ep(item, where), path=str(path))
+        spec_overlap=_bool(item, "spec_overlap", where), ep=_ep(item, where),
+        benchmark=_benchmark(item, where), tpot_ms=_optional_number(item, "tpot_ms", where),
+        input_tokens=_optional_int(item, "input_tokens", where),
+        output_tokens=_optional_int(item, "output_tokens", where),
+        prefill_included=_bool(item, "prefill_included", where),
+        context=_optional_number(item, "context", where), path=str(path))
     _check_setting(row, where)
+    _check_benchmark(row, where)
     return row
+
+
+def _benchmark(item: dict[str, object], where: str) -> str:
+    value = item["benchmark"]
+    if value not in BENCHMARKS:
+        raise SpecError(f"{where}: field 'benchmark' must be 'batch' (a closed batch) or "
+                        f"'concurrency' (clients keeping `batch` requests in flight), got "
+                        f"{show(value)}")
+    return str(value)
+
+
+def _check_benchmark(row: PublishedRow, where: str) -> None:
+    """A concurrency row states the lengths its prefill load follows from; a measured TPOT is a
+    plain row's; a row with a measured value says whether that value includes prefill."""
+    if row.concurrency:
+        for key in ("input_tokens", "output_tokens"):
+            if getattr(row, key) is None:
+                raise SpecError(f"{where}: field '{key}' is missing: a concurrency row needs "
+                                "its prompt and output lengths (input_tokens, output_tokens), "
+                                "from which the prefill sharing its decoding steps follows")
+        if row.requests is not None:
+            raise SpecError(f"{where}: field 'requests' is for a closed batch run in waves; a "
+                            "concurrency run keeps `batch` requests in flight")
+    if row.tpot_ms is not None and not row.plain:
+        raise SpecError(f"{where}: field 'tpot_ms' is a plain-decoding row's measured time per "
+                        "output token; a speculative row gives speedup or spec_tokens_per_s")
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:

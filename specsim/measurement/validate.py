@@ -32,7 +32,7 @@ from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
 from specsim.speculation.draft_cost import draft_passes
-from specsim.speculation.speedup import Candidates, Setup, speedup_table
+from specsim.speculation.speedup import Candidates, Setup, chunk_share_s, speedup_table
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
 ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
@@ -43,7 +43,10 @@ FIT_STARTS = 9  # with three terms or more, the fit runs from this many of the g
 FIT_TOL = 1e-6  # relative tolerance of each fit (terms to ~0.0001%, far below their spread)
 RIDGE = 0.01  # pull of each fitted term towards the middle of its bounds (log-error units)
 NO_TAU = "no published tau (only the speedup or tokens/s)"
-METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "relative_speedup")
+METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms",
+           "relative_speedup")
+# Absolute rates (a plain step's or a round's time), against ratios of two times (speedups).
+ABSOLUTE = ("tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms")
 # relative_speedup: a batch-sweep row without tau, its speedup over that of the sweep's
 # reference row (same setting, another batch); tau cancels, the trend with batch is tested.
 
@@ -109,6 +112,8 @@ class Run:
             requests += count * parts.batch
         if metric == "plain_tokens_per_s":
             return requests / baseline
+        if metric == "plain_tpot_ms":  # each request's time per token, over the run's waves
+            return 1e3 * baseline / sum(count for _, count in self.waves)
         if metric == "tokens_per_s":
             return tau * requests / round_s
         return tau * baseline / round_s
@@ -165,9 +170,11 @@ def metric_of(row: PublishedRow, reference: PublishedRow | None = None
     if row.tau is None and reference is not None and row.speedup and reference.speedup:
         return "relative_speedup", row.speedup / reference.speedup
     if row.plain:
-        if row.baseline_tokens_per_s is None:
-            return None
-        return "plain_tokens_per_s", row.baseline_tokens_per_s
+        if row.baseline_tokens_per_s is not None:
+            return "plain_tokens_per_s", row.baseline_tokens_per_s
+        if row.tpot_ms is not None:
+            return "plain_tpot_ms", row.tpot_ms
+        return None
     if row.tau is None:
         return None
     if row.speedup is not None:
@@ -185,7 +192,8 @@ def unpredictable(row: PublishedRow) -> str:
     if row.engine == OTHER_ENGINE:
         return "engine not modelled (gpt-fast / own CUDA-graph code)"
     if row.plain:
-        return "" if row.baseline_tokens_per_s else "plain row without a measured tokens/s"
+        return "" if row.baseline_tokens_per_s or row.tpot_ms else \
+            "plain row without a measured tokens/s or TPOT"
     if row.drafter_spec is None:
         return f"method '{row.method}' has no drafter model in specsim"
     if row.tau is None and row.sweep_reference is None:
@@ -210,23 +218,54 @@ def row_setup(row: PublishedRow, engine: Engine) -> tuple[Setup, Candidates]:
                        max_width=np.array([2.0 if row.shape == "tree" else 1.0]),
                        shape=(row.shape,))
     setup = Setup(target=target, hardware=_builtin_hardware(row.hardware), drafter=drafter,
-                  context=CONTEXT_TOKENS, tp=row.tp, ep=row.ep,
+                  context=row_context(row), tp=row.tp, ep=row.ep,
                   engine=engine.with_spec_overlap(row.spec_overlap),
                   draft_cost=0.0 if drafter is None else None,
                   precision=Precision(weight_dtype=row.weight_dtype))
     return setup, cands
 
 
+def row_context(row: PublishedRow) -> float:
+    """Cached tokens per request while the row decodes: as the source states it, else the
+    prompt plus half the output (the mean over a request's decoding), else CONTEXT_TOKENS."""
+    if row.context is not None:
+        return row.context
+    if row.input_tokens is not None and row.output_tokens is not None:
+        return row.input_tokens + row.output_tokens / 2.0
+    return CONTEXT_TOKENS
+
+
+def prompt_tokens_per_step(row: PublishedRow, tokens_per_round: float) -> float:
+    """Prompt tokens per request that ride in each step (plain) or round of a concurrency run:
+    in steady state a request finishes every output / tokens_per_round steps and a new one
+    arrives, so each request brings tokens_per_round x input / output prompt tokens per step
+    (a concurrency benchmark at C users prefills about C I / O tokens per plain step). A
+    number without the requests' own prefill (TPOT) sees the others' only: (C - 1) / C of it.
+    0 for a closed batch."""
+    if not row.concurrency or not row.input_tokens or not row.output_tokens:
+        return 0.0
+    share = 1.0 if row.prefill_included else (row.batch - 1.0) / row.batch
+    return share * tokens_per_round * row.input_tokens / row.output_tokens
+
+
 def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
-    """Time the row's round with its engine's host terms at zero (kernel times only)."""
+    """Time the row's round with its engine's host terms at zero (kernel times only); a
+    concurrency row's passes carry the prompts arriving in steady state (chunked prefill)."""
     setup, cands = row_setup(row, engine.with_terms(**dict.fromkeys(ZEROED, 0.0)))
     table = speedup_table(setup, [row.batch], cands)
     depth = float(cands.depth[0])
     passes = 0.0 if setup.drafter is None else float(draft_passes(setup.drafter, depth))
+    baseline, verify = float(table.baseline_s[0]), float(table.verify_s[0, 0])
+    if row.concurrency:
+        context = float(np.mean(setup.context))
+        q = np.array([1.0, float(cands.nodes[0]) + 1.0])
+        p = np.array([prompt_tokens_per_step(row, 1.0),
+                      prompt_tokens_per_step(row, float(cands.tau[0]))])
+        extra = chunk_share_s(setup, q, p, float(row.batch), context)
+        baseline, verify = baseline + float(extra[0]), verify + float(extra[1])
     return RoundParts(
         engine=engine.with_spec_overlap(row.spec_overlap), target=setup.target,
-        drafter=setup.drafter, batch=float(row.batch),
-        baseline_s=float(table.baseline_s[0]), verify_s=float(table.verify_s[0, 0]),
+        drafter=setup.drafter, batch=float(row.batch), baseline_s=baseline, verify_s=verify,
         draft_s=float(table.draft_s[0, 0]), passes=passes)
 
 

@@ -26,10 +26,9 @@ from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
 from specsim.forward.memory import DEFAULT_WORKSPACE_TOKENS, serving_memory
-from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
+from specsim.forward.shapes import BoolArray, FloatArray
 from specsim.serving.scenarios import Scenario
-from specsim.speculation import engine_time
-from specsim.speculation.speedup import Candidates, Setup, speedup_table
+from specsim.speculation.speedup import Candidates, Setup, chunk_share_s, speedup_table
 
 TP_DEGREES = (1, 2, 4, 8)
 BATCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -77,28 +76,15 @@ class ServingTable:
         return self.fits[:, None] & self.stable
 
 
-def _kernel_s(setup: Setup, tokens_per_request: FloatArray, batch: FloatArray,
-              context: float) -> FloatArray:
-    """Datasheet-kernel seconds of the passes' roofline kernels on the timing profile (no
-    engine kernel terms: they are a decoding pass's, and a prompt chunk adds none of them)."""
-    return engine_time.kernel_pass_s(
-        setup.engine, setup.hardware, setup.target,
-        batch_mix_passes(tokens_per_request, batch, np.array([context])), tp=setup.tp,
-        precision=setup.precision, ep=setup.ep, engine_kernels=False)
-
-
 def prefill_share_s(setup: Setup, batch: FloatArray, candidates: Candidates,
                     scenario: Scenario) -> FloatArray:
     """(batch, candidate) marginal seconds of the prompts each round admits (see module doc)."""
-    ctx = scenario.decode_context_tokens
     per_request = candidates.tau * scenario.prompt.mean / scenario.output.mean
     b = np.repeat(batch, candidates.nodes.size)
     q = np.tile(candidates.nodes + 1.0, batch.size)
-    extra = _kernel_s(setup, q + np.tile(per_request, batch.size), b, ctx) \
-        - _kernel_s(setup, q, b, ctx)
-    if setup.engine is not None:
-        extra = extra / engine_time.efficiency(setup.hardware)
-    return np.maximum(extra, 0.0).reshape(batch.size, candidates.nodes.size)
+    extra = chunk_share_s(setup, q, np.tile(per_request, batch.size), b,
+                          scenario.decode_context_tokens)
+    return extra.reshape(batch.size, candidates.nodes.size)
 
 
 def ttft_s(prompt_tokens: float, round_s: FloatArray, decode_tokens: FloatArray,

@@ -295,6 +295,28 @@ def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, no
     return speedup_table(setup, batch, cands)
 
 
+def chunk_share_s(setup: Setup, tokens_per_request: ArrayLike, prompt_per_request: ArrayLike,
+                  batch: ArrayLike, context: float) -> FloatArray:
+    """Achieved seconds that `prompt_per_request` prompt tokens per request add to a pass of
+    `batch` requests scoring `tokens_per_request` tokens each (chunked prefill riding in a
+    decoding or verification pass), (S,): the marginal roofline kernel time
+    T(B (q + p)) - T(B q) at `context` cached tokens, without the engine's kernel terms (a
+    decoding pass's; a prompt chunk adds none of them), divided by the GPU's efficiency."""
+    q = np.asarray(tokens_per_request, dtype=np.float64)
+    p = np.asarray(prompt_per_request, dtype=np.float64)
+
+    def kernel(per_request: FloatArray) -> FloatArray:
+        return engine_time.kernel_pass_s(
+            setup.engine, setup.hardware, setup.target,
+            batch_mix_passes(per_request, batch, np.array([context])), tp=setup.tp,
+            precision=setup.precision, ep=setup.ep, engine_kernels=False)
+
+    extra = kernel(q + p) - kernel(q + 0.0 * p)
+    if setup.engine is not None:
+        extra = extra / engine_time.efficiency(setup.hardware)
+    return np.asarray(np.maximum(extra, 0.0))
+
+
 def _kernel_s(setup: Setup, cost: PassCost) -> FloatArray:
     """A pass's kernel seconds: the roofline, plus the engine's kernel terms if it has one."""
     if setup.engine is None:
