@@ -16,6 +16,7 @@ are prefilled between decoding steps). A concurrency row states its prompt and o
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,9 @@ REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "benchmark",
 BENCHMARKS = ("batch", "concurrency")  # a closed batch, or clients keeping `batch` in flight
 # Every key a published file and a row may hold; any other key is an error naming the closest
 # one. A new field is one line here (and its reader, if it is read).
-FILE_KEYS = ("about", "rows")
+FILE_KEYS = ("about", "rows", "fit")
+# `fit: false` on a file: its rows test the model and are never fitted on (engine terms come
+# from the other files; every row is still predicted, held out by source as all are).
 ROW_KEYS = (
     *REQUIRED,
     "engine_version", "tp", "ep", "group", "temperature", "weight_dtype",  # setup as published
@@ -104,6 +107,7 @@ class PublishedRow:
     output_tokens: int | None = None  # output tokens per request (a concurrency row: required)
     prefill_included: bool = False  # the number includes the requests' own prefill
     context: float | None = None  # cached tokens per request while decoding, as stated
+    fit: bool = True  # engine terms may be fitted on it (false: its file tests only)
     path: str = ""  # the file it was read from
 
     @property
@@ -135,7 +139,11 @@ def load_published(names: list[str] | None = None) -> list[PublishedRow]:
             raise SpecError(f"{path}: field 'rows' must be a list of rows")
         if not items:
             raise SpecError(f"{path}: field 'rows' is empty; nothing to validate")
-        rows += [_row(item, path, i) for i, item in enumerate(items)]
+        fit = data.get("fit", True)
+        if not isinstance(fit, bool):
+            raise SpecError(f"{path}: field 'fit' must be true or false, got {show(fit)}")
+        rows += [dataclasses.replace(_row(item, path, i), fit=fit)
+                 for i, item in enumerate(items)]
     _check_unique(rows)
     _check_sweeps(rows)
     return rows

@@ -35,7 +35,7 @@ from specsim.speculation.draft_cost import draft_passes
 from specsim.speculation.speedup import Candidates, Setup, chunk_share_s, speedup_table
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
-ZEROED = ("op_host_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
+ZEROED = ("op_host_s", "kernel_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
           "round_request_s")  # host terms: kernel times are computed without them
 FIT_GRID = (0.1, 0.5, 0.9)  # shares of each term's bound range on which the loss is screened
 FIT_STARTS = 9  # with three terms or more, the fit runs from this many of the grid's lowest
@@ -170,10 +170,10 @@ def metric_of(row: PublishedRow, reference: PublishedRow | None = None
     if row.tau is None and reference is not None and row.speedup and reference.speedup:
         return "relative_speedup", row.speedup / reference.speedup
     if row.plain:
+        if row.tpot_ms is not None:  # a row's own time per token before its throughput
+            return "plain_tpot_ms", row.tpot_ms
         if row.baseline_tokens_per_s is not None:
             return "plain_tokens_per_s", row.baseline_tokens_per_s
-        if row.tpot_ms is not None:
-            return "plain_tpot_ms", row.tpot_ms
         return None
     if row.tau is None:
         return None
@@ -368,7 +368,7 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
         held_out = (row.engine, row.source_key)  # the rows of one source share their fit
         if held_out not in fits:
             train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
-                     and r.source_key != row.source_key]
+                     and r.source_key != row.source_key and r.fit]
             fits[held_out] = (fit_terms(engine, train), bool(train))
         terms, trained = fits[held_out]
         sample = samples[row.id]
@@ -418,12 +418,13 @@ def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[s
 
 def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
     """Engine terms fitted on every predictable row of that engine (what its YAML ships)."""
-    return fit_terms(load_engine(engine_slug), list(_samples(rows, engine_slug).values()))
+    return fit_terms(load_engine(engine_slug),
+                     list(_samples([r for r in rows if r.fit], engine_slug).values()))
 
 
 # The panels of `specsim validate --plot` by metric (error_summary's "panel" key).
 PANELS = {"speedup": "speedup", "tokens_per_s": "tokens/s", "plain_tokens_per_s": "tokens/s",
-          "relative_speedup": "relative_speedup"}
+          "plain_tpot_ms": "tokens/s", "relative_speedup": "relative_speedup"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -437,8 +438,15 @@ class GroupError:
     wrong_sign: int  # speedup rows predicted on the other side of 1 than measured
 
 
-GROUP_KEYS: tuple[str, ...] = ("with tau", "engine", "family", "batch", "metric", "weights",
-                               "moe")
+GROUP_KEYS: tuple[str, ...] = ("kind", "batch", "engine", "vendor", "moe", "benchmark",
+                               "with tau", "family", "metric", "weights")
+BATCH_GROUPS = ((1, "1"), (15, "2-15"))  # a row's batch group: the first whose bound it is
+# within, else ">=16" (batch 1 is latency-bound; 2-15 the small batches; >= 16 served batches)
+
+
+def batch_group(batch: int) -> str:
+    """'1', '2-15' or '>=16': the batch (or concurrency) group a row is reported in."""
+    return next((name for bound, name in BATCH_GROUPS if batch <= bound), ">=16")
 
 
 def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
@@ -449,7 +457,10 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
     key_of: dict[str, Callable[[Validation], str]] = {
         "with tau": lambda v: str(v.row.tau is not None).lower(),
         "engine": lambda v: v.row.engine, "family": lambda v: v.group,
-        "batch": lambda v: str(v.row.batch), "metric": lambda v: v.metric,
+        "batch": lambda v: batch_group(v.row.batch), "metric": lambda v: v.metric,
+        "kind": lambda v: "absolute" if v.metric in ABSOLUTE else "speedup",
+        "vendor": lambda v: _builtin_hardware(v.row.hardware).vendor,
+        "benchmark": lambda v: v.row.benchmark,
         "weights": lambda v: _weights(v.row),
         "moe": lambda v: str(_is_moe(v.row.model)).lower(),
         "panel": lambda v: PANELS[v.metric]}

@@ -13,8 +13,18 @@ An engine spec (engines/*.yaml) keeps its sourced values and its fitted values a
 The terms (under `priors:`, SI units):
 
     op_host_s              host seconds per eager op (nn.Module call, Python, dispatcher, launch)
-    kernels_per_layer      eager ops per decoder layer; kernels_per_pass: per model pass
-    moe_extra_kernels_per_layer  extra eager ops of an MoE layer over a dense MLP
+    kernels_per_layer      eager ops (graphs: kernels) per decoder layer; kernels_per_pass: per
+                           model pass beyond its layers (embedding, final norm, LM head, sampling)
+    mlp_kernels_per_layer  kernels of a dense MLP (graphs: counted apart from kernels_per_layer,
+                           as an MoE layer replaces them with its fused-MoE kernels)
+    moe_extra_kernels_per_layer  extra eager ops (graphs: kernels) of an MoE layer over a dense
+                           MLP (graphs: those outside the fused-MoE kernels moe_layer_s times)
+    mla_extra_kernels_per_layer  extra kernels of an MLA attention block (absorbed decode) over
+                           a GQA one; qk_norm_kernels_per_layer: of a model's q/k RMSNorms;
+                           shared_expert_kernels_per_layer: of an MoE layer's shared experts
+    kernel_s               GPU seconds each kernel of a CUDA-graph pass costs beyond its
+                           roofline work (the graph's launch of the node, the kernel's ramp-up
+                           and tail), so a pass's fixed time grows with its layers and kernels
     per_pass_s             host seconds per target forward pass (schedule, prepare, sample)
     per_request_s          host seconds per request per pass
     drafter_pass_s         host seconds per sequential drafter pass (graph engines)
@@ -65,12 +75,13 @@ LAUNCH_MODES = ("eager", "graphs", "none")
 # Terms validate may fit (leave one source out) per launch mode; an engine fits those its
 # `fitted:` block holds, each within the range stated there.
 FITTABLE = {"eager": ("op_host_s", "round_s"),
-            "graphs": ("per_pass_s", "round_request_s", "round_s")}
+            "graphs": ("kernel_s", "per_pass_s", "round_request_s", "round_s")}
 
 
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
-         "per_pass_s", "per_request_s", "drafter_pass_s", "round_s", "moe_layer_s",
-         "moe_expert_floor_s", "round_request_s")
+         "mlp_kernels_per_layer", "mla_extra_kernels_per_layer", "qk_norm_kernels_per_layer",
+         "shared_expert_kernels_per_layer", "kernel_s", "per_pass_s", "per_request_s",
+         "drafter_pass_s", "round_s", "moe_layer_s", "moe_expert_floor_s", "round_request_s")
 WEIGHT_DTYPES = ("fp8", "int4", "mxfp4")
 OP_KINDS = ("pass", "head", "round", "loop")
 # Every key an engine YAML may hold, per block; any other key is an error naming the closest
@@ -108,6 +119,11 @@ class Engine:
     kernels_per_layer: float = 0.0
     kernels_per_pass: float = 0.0
     moe_extra_kernels_per_layer: float = 0.0
+    mlp_kernels_per_layer: float = 0.0
+    mla_extra_kernels_per_layer: float = 0.0
+    qk_norm_kernels_per_layer: float = 0.0
+    shared_expert_kernels_per_layer: float = 0.0
+    kernel_s: float = 0.0
     drafter_ops: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     per_pass_s: float = 0.0
     per_request_s: float = 0.0

@@ -1,8 +1,9 @@
 """Round time as an engine runs it: kernel time plus the engine's host and launch terms.
 
-    pass_s   = max(kernel_s / efficiency, ops x op_host_s) + per_pass_s + per_request_s B
+    pass_s   = max(kernel_s / efficiency, ops x op_host_s) + kernels x kernel_s
+               + per_pass_s + per_request_s B
     draft_s  = max(draft_kernel_s / efficiency, passes x drafter_ops x op_host_s)
-               + passes x drafter_pass_s
+               + passes x (drafter kernels x kernel_s + drafter_pass_s)
     round_s  = verify pass_s + draft_s + round_ops x op_host_s + host
     host     = loop x round_s (engine) + round_request_s B
 
@@ -13,8 +14,18 @@ An eager engine issues every op from Python; the host runs ahead of the GPU, so 
 the longer of the two. Its op counts are the target's layers x kernels_per_layer plus the
 model's own ops, a drafter pass's layers x kernels_per_layer plus what its family adds per
 pass (and per Medusa head), and a round the family's round ops (engines/hf-eager.yaml counts
-them from each method's code). CUDA-graph engines have no per-op term. The efficiency turns
-datasheet kernel time into achieved time; a calibrated GPU profile already carries its own.
+them from each method's code). The efficiency turns datasheet kernel time into achieved time;
+a calibrated GPU profile already carries its own.
+
+A CUDA-graph engine has no host cost per op, but every kernel of a replayed graph still costs
+the GPU a few microseconds beyond its roofline work (the node's launch, the ramp-up of its
+first wave and the drain of its last): `kernel_s` per kernel, times the kernels a pass runs,
+counted per layer from the engine's model code (a layer's attention block and norms, a dense
+MLP's kernels, or an MoE layer's router and shared experts beside the fused-MoE kernels that
+moe_layer_s times; what MLA attention and q/k norms add; the all-reduces of tensor parallelism are
+collectives with their own measured latency in the roofline) plus those of the pass (embedding,
+final norm, LM head, sampling). So the fixed time of a step grows with layers and MoE
+experts, which one constant per pass, fitted on 32-layer models, cannot.
 
 Three kernel terms an engine's kernels add on top of the roofline (`engine_kernel_s`):
 
@@ -46,14 +57,22 @@ from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware, expected_efficiency
 from specsim.specs.models import Model
+from specsim.specs.transferred import TRANSFERRED_GEMM
 
 NO_DRAFTER = "none"  # the drafter_ops family of drafting without a model (prompt lookup)
 
 
 def model_kernels(engine: Engine, model: Model) -> float:
-    """Eager ops one forward pass of `model` issues."""
+    """Eager ops (a CUDA-graph engine: kernels) one forward pass of `model` issues."""
+    moe = model.moe
+    shared = model.num_moe_layers if moe is not None and moe.num_shared_experts else 0
     return (model.num_layers * engine.kernels_per_layer
+            + (model.num_layers - model.num_moe_layers) * engine.mlp_kernels_per_layer
             + model.num_moe_layers * engine.moe_extra_kernels_per_layer
+            + shared * engine.shared_expert_kernels_per_layer
+            + (model.num_layers if model.mla is not None else 0)
+            * engine.mla_extra_kernels_per_layer
+            + (model.num_layers if model.qk_norm else 0) * engine.qk_norm_kernels_per_layer
             + engine.kernels_per_pass)
 
 
@@ -62,7 +81,7 @@ def drafter_kernels(engine: Engine, drafter: Drafter | None) -> float:
     its heads, and what its family adds per pass (LM head, top-k, tree updates)."""
     if drafter is None:
         return 0.0
-    own = drafter.layers * engine.kernels_per_layer
+    own = drafter.layers * (engine.kernels_per_layer + engine.mlp_kernels_per_layer)
     if drafter.model is not None:
         own += engine.kernels_per_pass
     return (own + drafter.medusa_heads * engine.ops(drafter.family, "head")
@@ -146,7 +165,14 @@ def _pass_s(engine: Engine, gpu: FloatArray, kernels: float, batch: ArrayLike) -
     """Seconds of one target pass whose kernels take `gpu` achieved seconds."""
     host = kernels * engine.op_host_s if engine.eager else 0.0
     b = np.asarray(batch, dtype=np.float64)
-    return np.asarray(np.maximum(gpu, host) + engine.per_pass_s + engine.per_request_s * b)
+    return np.asarray(np.maximum(gpu, host) + kernels * graph_kernel_s(engine)
+                      + engine.per_pass_s + engine.per_request_s * b)
+
+
+def graph_kernel_s(engine: Engine) -> float:
+    """GPU seconds per kernel of a replayed CUDA graph beyond its roofline work (0 for an eager
+    engine, whose host-issued ops already pace the GPU: `op_host_s`)."""
+    return 0.0 if engine.eager else engine.kernel_s
 
 
 def draft_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, passes: ArrayLike,
@@ -161,8 +187,8 @@ def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike, kernels_per_pas
     """Seconds of `passes` sequential drafter passes whose kernels take `gpu` achieved seconds."""
     p = np.asarray(passes, dtype=np.float64)
     host = p * kernels_per_pass * engine.op_host_s if engine.eager else 0.0
-    return np.asarray(np.where(p > 0, np.maximum(gpu, host) + p * engine.drafter_pass_s,
-                               gpu))
+    fixed = p * (kernels_per_pass * graph_kernel_s(engine) + engine.drafter_pass_s)
+    return np.asarray(np.where(p > 0, np.maximum(gpu, host) + fixed, gpu))
 
 
 def round_host_s(engine: Engine, drafter: Drafter | None) -> float:
@@ -283,11 +309,37 @@ def moe_layers_run(cost: PassCost) -> FloatArray:
     return np.where(cost.tokens > 0, float(ops[0].op.layers), 0.0)
 
 
+def gemm_floor_s(hw: Hardware) -> float:
+    """Fixed latency on the memory path of one weight-GEMM kernel (launch, ramp-up, tail: a
+    small TP shard does not saturate HBM) that a datasheet profile's roofline lacks: the
+    transferred GEMM floor (specs.transferred, 4.0 us: fitted 5.5 us on Vidur's A100 and 2.6
+    us on its A40 GEMM tables); 0 for a calibrated profile, whose GEMM model carries its own."""
+    return 0.0 if hw.is_calibrated else TRANSFERRED_GEMM.floor_s
+
+
+def gemm_floor_extra_s(hw: Hardware, cost: PassCost) -> FloatArray:
+    """Datasheet-kernel seconds the GEMM floor adds to a pass, (S,): each dense weight-GEMM
+    kernel (the fused-MoE expert GEMMs aside: moe_layer_s times them) streams its weights in
+    floor + bytes / bandwidth, so a memory-bound GEMM takes the floor longer and a
+    compute-bound one nothing (max(floor + memory time, compute time), as the calibrated GEMM
+    model). The floor is in achieved seconds: times the efficiency, as every kernel time here."""
+    floor = gemm_floor_s(hw) * efficiency(hw)
+    extra = np.zeros(cost.tokens.shape)
+    if floor <= 0.0:
+        return extra
+    for c in cost.ops:
+        if c.op.op_class != "gemm" or c.op.name in EXPERT_OPS:
+            continue
+        memory = c.op.bytes_ / c.bandwidth_bytes_per_s
+        extra = extra + c.op.layers * np.maximum(memory + floor - c.time_s, 0.0)
+    return extra
+
+
 def engine_kernel_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
     """Datasheet-kernel seconds of a pass as the engine's kernels run it: the roofline plus
-    the quantized-GEMM term, the fused-MoE stack's fixed time per MoE layer, and the expert
-    GEMMs held to the per-expert floor, (S,)."""
-    kernel = cost.time_s + quantized_extra_s(engine, hw, cost)
+    the GEMM floor, the quantized-GEMM term, the fused-MoE stack's fixed time per MoE layer,
+    and the expert GEMMs held to the per-expert floor, (S,)."""
+    kernel = cost.time_s + gemm_floor_extra_s(hw, cost) + quantized_extra_s(engine, hw, cost)
     if engine.moe_layer_s > 0.0:
         kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s * efficiency(hw)
     if engine.moe_expert_floor_s > 0.0:
