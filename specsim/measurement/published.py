@@ -16,7 +16,6 @@ are prefilled between decoding steps). A concurrency row states its prompt and o
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,8 +141,7 @@ def load_published(names: list[str] | None = None) -> list[PublishedRow]:
         fit = data.get("fit", True)
         if not isinstance(fit, bool):
             raise SpecError(f"{path}: field 'fit' must be true or false, got {show(fit)}")
-        rows += [dataclasses.replace(_row(item, path, i), fit=fit)
-                 for i, item in enumerate(items)]
+        rows += [_row(item, path, i, fit) for i, item in enumerate(items)]
     _check_unique(rows)
     _check_sweeps(rows)
     return rows
@@ -200,7 +198,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
             raise SpecError(f"{where}: the reference differs in {', '.join(differ)}")
 
 
-def _row(item: object, path: Path, index: int) -> PublishedRow:
+def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow:
     where = f"{path}: row {index + 1}"
     if not isinstance(item, dict):
         raise SpecError(f"{where}: must be a mapping of fields")
@@ -210,10 +208,6 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
     for key in REQUIRED:
         if item.get(key) in (None, ""):
             raise SpecError(f"{where}: field '{key}' is missing")
-    if item["benchmark"] == "concurrency" and "prefill_included" not in item:
-        raise SpecError(f"{where}: field 'prefill_included' is missing: a concurrency row says "
-                        "whether its number includes the requests' own prefill (true for "
-                        "output throughput or end-to-end latency, false for TPOT)")
     _check_known(where, "models", str(item["model"]))
     _check_known(where, "hardware", str(item["hardware"]))
     if item["engine"] != OTHER_ENGINE:
@@ -241,9 +235,9 @@ def _row(item: object, path: Path, index: int) -> PublishedRow:
         input_tokens=_optional_int(item, "input_tokens", where),
         output_tokens=_optional_int(item, "output_tokens", where),
         prefill_included=_bool(item, "prefill_included", where),
-        context=_optional_number(item, "context", where), path=str(path))
+        context=_optional_number(item, "context", where), fit=fit, path=str(path))
     _check_setting(row, where)
-    _check_benchmark(row, where)
+    _check_benchmark(row, "prefill_included" in item, where)
     return row
 
 
@@ -256,15 +250,20 @@ def _benchmark(item: dict[str, object], where: str) -> str:
     return str(value)
 
 
-def _check_benchmark(row: PublishedRow, where: str) -> None:
-    """A concurrency row states the lengths its prefill load follows from; a measured TPOT is a
-    plain row's; a row with a measured value says whether that value includes prefill."""
+def _check_benchmark(row: PublishedRow, says_prefill: bool, where: str) -> None:
+    """A concurrency row states the lengths its prefill load follows from and whether its
+    number includes the requests' own prefill (`says_prefill`); a measured TPOT is a plain
+    row's."""
     if row.concurrency:
         for key in ("input_tokens", "output_tokens"):
             if getattr(row, key) is None:
                 raise SpecError(f"{where}: field '{key}' is missing: a concurrency row needs "
                                 "its prompt and output lengths (input_tokens, output_tokens), "
                                 "from which the prefill sharing its decoding steps follows")
+        if not says_prefill:
+            raise SpecError(f"{where}: field 'prefill_included' is missing: a concurrency row "
+                            "says whether its number includes the requests' own prefill (true "
+                            "for output throughput or end-to-end latency, false for TPOT)")
         if row.requests is not None:
             raise SpecError(f"{where}: field 'requests' is for a closed batch run in waves; a "
                             "concurrency run keeps `batch` requests in flight")
