@@ -136,6 +136,12 @@ def test_a_file_profile_loads(write_yaml) -> None:  # type: ignore[no-untyped-de
      r"compute.dense_TFLOPS.bf17' is not a known dtype"),
     ({"efficiency": {"attention": {"bandwidth": 2.0}, "source": "s"}},
      r"must be in \(0, 1.5\], got 2.0"),
+    ({"compute": {"dense_TFLOPS": {"bf16": 900}, "achievable_TFLOPS": {"bf16": 950},
+                  "source": "s"}},
+     r"compute.achievable_TFLOPS.bf16' = 950 exceeds the dense peak 900"),
+    ({"compute": {"dense_TFLOPS": {"bf16": 900}, "achievable_TFLOPS": {"fp8": 950},
+                  "source": "s"}},
+     r"compute.achievable_TFLOPS.fp8' has no dense_TFLOPS peak"),
 ])
 def test_bad_profiles_name_file_and_field(write_yaml, overrides, message) -> None:  # type: ignore[no-untyped-def]
     path = write_yaml("bad.yaml", _profile(**overrides))
@@ -173,3 +179,25 @@ def test_atomic_write_leaves_old_file_and_no_temporary_on_error(tmp_path: Path) 
     assert [p.name for p in tmp_path.iterdir()] == ["out.yaml"]
     with pytest.raises(SpecError, match="cannot write"):
         atomic_write(tmp_path / "missing" / "x.yaml", lambda handle: handle.write("x"))
+
+
+def test_measured_achievable_flops_set_compute_bound_time() -> None:
+    """MI300X's measured max-achievable bf16 rate (708 TFLOPS, AMD's hipBLASLt benchmark)
+    replaces the transferred flops efficiency (0.757 of the 1,307.4 TFLOPS peak = 990): a
+    64k-token pass, compute-bound, takes about 990 / 708 = 1.40x as long (1.37x: the pass's
+    memory-bound part is unchanged); a one-token pass, memory-bound, exactly as long."""
+    import dataclasses
+
+    from specsim.forward.shapes import uniform_passes
+    from specsim.specs.models import load_model
+    from specsim.speculation.engine_time import expected_kernel_s
+
+    hw = load_hardware("mi300x")
+    assert hw.achievable_flops_per_s["bf16"] == pytest.approx(708e12)
+    model = load_model("llama-3.1-8b")
+    shape = uniform_passes(1.0, np.array([1.0, 65536.0]), 0.0)
+    measured = expected_kernel_s(hw, model, shape)
+    transferred = expected_kernel_s(dataclasses.replace(hw, achievable_flops_per_s={}), model,
+                                    shape)
+    assert measured[0] == pytest.approx(transferred[0], rel=1e-12)
+    assert measured[1] / transferred[1] == pytest.approx(1307.4 * 0.757 / 708, rel=0.03)

@@ -36,6 +36,10 @@ def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]
     for dtype, flops in hw.peak_flops_per_s.items():
         rows.append({"field": f"dense_{dtype}_TFLOPS", "value": flops / 1e12,
                      "source": src(f"compute.dense_TFLOPS.{dtype}")})
+    for dtype, flops in hw.achievable_flops_per_s.items():
+        rows.append({"field": f"achievable_{dtype}_TFLOPS", "value": flops / 1e12,
+                     "source": src(f"compute.achievable_TFLOPS.{dtype}",
+                                   "compute.achievable_TFLOPS")})
     rows += [
         {"field": "sm_count", "value": hw.sm_count, "source": src("compute.sm_count")},
         {"field": "ops_per_byte_bf16", "value": hw.ops_per_byte,

@@ -147,6 +147,10 @@ class Hardware:
     interconnect_latency_s: float
     pcie_bandwidth_bytes_per_s: float
     sm_count: int = 0  # streaming multiprocessors / compute units; 0 = unknown
+    # Measured max-achievable dense flop/s per dtype (a vendor's large-GEMM benchmark); where
+    # given, a datasheet profile's compute-bound kernels run at it instead of the transferred
+    # flops efficiency (`expected_efficiency`). Empty: none measured.
+    achievable_flops_per_s: Mapping[str, float] = field(default_factory=dict)
     efficiency: Efficiency = field(default_factory=Efficiency)
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
@@ -241,6 +245,7 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
             interconnect_latency_s=link.number("latency_us", minimum=0.0) * US,
             pcie_bandwidth_bytes_per_s=pcie.number("bandwidth_GB_per_s", positive=True) * GB,
             sm_count=compute.integer("sm_count", 0),
+            achievable_flops_per_s=_achievable(compute, dense),
             efficiency=_efficiency(f.sub("efficiency", required=False)),
             sources=spec.sources,
             path=spec.path,
@@ -251,6 +256,24 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
         message = str(err)
         raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
             from None
+
+
+def _achievable(compute: Fields, dense: Fields) -> dict[str, float]:
+    """`compute.achievable_TFLOPS` (measured max-achievable dense flops per dtype), in flop/s:
+    each a dtype of `dense_TFLOPS` and no more than its peak."""
+    block = compute.sub("achievable_TFLOPS", required=False)
+    if block is None:
+        return {}
+    out = {}
+    for k in block.keys():
+        if k not in dense.keys():
+            raise block.error(k, "has no dense_TFLOPS peak of that dtype to compare it with")
+        value = block.number(k, positive=True)
+        if value > dense.number(k, positive=True):
+            raise block.error(k, f"= {value:g} exceeds the dense peak "
+                              f"{dense.number(k, positive=True):g}")
+        out[k] = value * TFLOPS
+    return out
 
 
 def _sub(f: Fields, key: str) -> Fields:

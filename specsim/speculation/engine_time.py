@@ -110,13 +110,18 @@ def timing_hardware(engine: Engine | None, hw: Hardware) -> Hardware:
 
 def _expected_profile(hw: Hardware) -> Hardware:
     """`hw` with its peak flops scaled by (flops / bandwidth) expected efficiency (see
-    `timing_hardware`); `hw` itself where the two are equal (a calibrated profile)."""
+    `timing_hardware`), or, for a dtype with a measured max-achievable rate
+    (`Hardware.achievable_flops_per_s`), set to that rate / the bandwidth efficiency, so that
+    its compute-bound kernels run at the measured rate once divided by the efficiency; `hw`
+    itself where nothing changes (a calibrated profile)."""
     bandwidth, flops = expected_efficiency(hw)
     if flops == bandwidth:
         return hw
     scale = flops / bandwidth
+    achieved = hw.achievable_flops_per_s
     return dataclasses.replace(
-        hw, peak_flops_per_s={k: v * scale for k, v in hw.peak_flops_per_s.items()})
+        hw, peak_flops_per_s={k: achieved[k] / bandwidth if k in achieved else v * scale
+                              for k, v in hw.peak_flops_per_s.items()})
 
 
 def kernel_pass_s(engine: Engine | None, hw: Hardware, target: Model, shape: PassShape, *,
