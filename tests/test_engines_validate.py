@@ -83,35 +83,37 @@ def test_a_fitted_value_outside_its_stated_range_is_refused(write_yaml: Any) -> 
 def test_spec_numbers_in_exponent_form_read_as_numbers(tmp_path: Path) -> None:
     """YAML 1.1 (PyYAML) reads 1e-3 as a string; spec files read it as the number meant."""
     text = Path(load_engine("sglang").path).read_text()
-    assert "    value: 0.7e-3\n" in text
+    assert "    value: 1.1e-3\n" in text  # round_s's prior
     for written, meant in (("1e-3", 1e-3), ("2E-4", 2e-4), ("+5e-4", 5e-4)):
         path = tmp_path / f"e{meant}.yaml"
-        path.write_text(text.replace("    value: 0.7e-3\n", f"    value: {written}\n", 1))
-        assert read_yaml(path)["priors"]["per_pass_s"]["value"] == meant
+        path.write_text(text.replace("    value: 1.1e-3\n", f"    value: {written}\n", 1))
+        assert read_yaml(path)["priors"]["round_s"]["value"] == meant
         engine = load_engine(str(path))
-        assert engine.priors["per_pass_s"] == meant  # the prior; the fitted value is used
-        assert engine.per_pass_s == engine.fits["per_pass_s"].value
+        assert engine.priors["round_s"] == meant  # the prior; the fitted value is used
+        assert engine.round_s == engine.fits["round_s"].value
     bad = tmp_path / "neg.yaml"
-    bad.write_text(text.replace("    value: 0.7e-3\n", "    value: -2e-4\n", 1))
-    with pytest.raises(SpecError, match=r"neg.yaml: field 'priors.per_pass_s' must be >= 0"):
+    bad.write_text(text.replace("    value: 1.1e-3\n", "    value: -2e-4\n", 1))
+    with pytest.raises(SpecError, match=r"neg.yaml: field 'priors.round_s' must be >= 0"):
         load_engine(str(bad))
 
 
 def test_engines_show_summarizes_a_long_fit() -> None:
     out = run("engines", "show", "sglang")
     assert out.returncode == 0, out.stderr
-    line = next(x for x in out.stdout.splitlines() if x.startswith("per_pass_s"))
-    # used 0 (fitted: each kernel's graph cost explains the fixed time), replacing the 0.7 ms
-    # prior; the fit's range, error and rows
-    assert line.split()[1:4] == ["0", "fitted", "7.000e-04"]
-    assert "fitted on 54 published rows; range [0, 0.00184] (non-negative" in line
-    assert "held-out error 8.6%" in line and "refitted without each source: 0-3.2e-05" in line
+    line = next(x for x in out.stdout.splitlines() if x.startswith("round_s"))
+    # used 5.15 ms (fitted), replacing the 1.1 ms prior; where it sits in its range, the
+    # range, the error and the rows
+    assert line.split()[1:4] == ["0.00515", "fitted", "0.0011"]
+    assert ("fitted on 54 published rows; inside its range; refitted without one source it "
+            "reaches its upper bound; range [0.0011, 0.00564] (at least") in line
+    assert "held-out error 8.6%" in line and "refitted without each source: 0.00457-0.00564" \
+        in line
     assert "eagle3paper-t3-sglang-h100-llama31-8b-eagle-bs4, " in line
     sourced = next(x for x in out.stdout.splitlines() if x.startswith("drafter_pass_s"))
     assert sourced.split()[1:3] == ["3.100e-04", "prior"]
     full = json.loads(run("engines", "show", "sglang", "--json").stdout)
-    term = next(t for t in full["terms"] if t["term"] == "per_pass_s")
-    assert (term["value"], term["from"], term["prior"]) == (0.0, "fitted", 0.7e-3)
+    term = next(t for t in full["terms"] if t["term"] == "round_s")
+    assert (term["value"], term["from"], term["prior"]) == (5.15e-3, "fitted", 1.1e-3)
     ids = (REPO_ROOT / "engines" / "sglang.yaml").read_text().split("\n  rows:\n")[1]
     ids = [x.split("#")[0].strip(" -") for x in ids.split("\n\n")[0].splitlines()]
     assert len(ids) == 54 and all(i in term["source"] for i in ids)  # every row id in JSON
@@ -875,3 +877,17 @@ def test_a_concurrency_row_prefills_the_arriving_prompts_by_hand(write_yaml: Any
     assert row_context(rows[0]) == row_context(rows[1]) == 1280.0
     got = {v.row.id: v.predicted for v in validate(rows)}
     assert got["c"] < got["b"]  # tokens/s: the same batch, plus the prompts' kernel time
+
+
+def test_a_fitted_term_says_where_it_sits_in_its_range() -> None:
+    """By hand: 5 in [0, 10] is inside; a held-out refit of 10 reaches the upper bound; a
+    value of 0 (within 0.1% of the range of the bound) is at the lower bound."""
+    from specsim.specs.engines import FittedTerm
+
+    assert FittedTerm(value=5.0, range=(0.0, 10.0), range_source="r",
+                      held_out=(4.0, 6.0)).bound_status() == "inside its range"
+    assert FittedTerm(value=5.0, range=(0.0, 10.0), range_source="r",
+                      held_out=(4.0, 10.0)).bound_status() == (
+        "inside its range; refitted without one source it reaches its upper bound")
+    assert FittedTerm(value=0.005, range=(0.0, 10.0), range_source="r").bound_status() == (
+        "at its lower bound: the fit wants to leave its range")

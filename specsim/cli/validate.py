@@ -45,7 +45,8 @@ def _fitted(engine: Any, term: str, full: bool) -> str:
     fit = engine.fits[term]
     ids = list(engine.fitted_on)
     low, high = fit.range
-    text = f"range [{low:.4g}, {high:.4g}] ({fit.range_source})"
+    text = (f"{fit.bound_status()}; range [{low:.4g}, {high:.4g}] "
+            f"({fit.range_source})")
     if engine.held_out_error_pct is not None:
         text += (f"; held-out error {engine.held_out_error_pct:g}% (median over the engine's "
                  "rows, `specsim validate`)")

@@ -106,6 +106,24 @@ class FittedTerm:
     range_source: str
     held_out: tuple[float, float] | None = None
 
+    def bound_status(self) -> str:
+        """Where the value and its held-out refits sit in the range: 'inside its range', or
+        which bound the value or a refit reaches (within 0.1% of the range): a fit pressed to
+        a bound wants to leave it, a term the model lacks."""
+        low, high = self.range
+        tol = 1e-3 * (high - low)
+
+        def at(x: float) -> str:
+            return "lower" if x <= low + tol else "upper" if x >= high - tol else ""
+
+        if at(self.value):
+            return f"at its {at(self.value)} bound: the fit wants to leave its range"
+        reached = sorted({at(x) for x in self.held_out or ()} - {""})
+        if reached:
+            return (f"inside its range; refitted without one source it reaches its "
+                    f"{' and '.join(reached)} bound")
+        return "inside its range"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Engine:
