@@ -358,17 +358,22 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
     """Every row: predicted with its engine's terms fitted on the other sources, or why not."""
     samples = _samples(rows)
     engines: dict[str, Engine] = {}
-    fits: dict[tuple[str, str], tuple[dict[str, float], bool]] = {}
+    fits: dict[tuple[str, str | None], tuple[dict[str, float], bool]] = {}
     out: dict[str, Validation] = {}
+    # Sources with rows to fit on, per engine: a row of any other source (a `fit: false` file)
+    # is predicted with the fit on every fitting row of its engine, computed once.
+    fitting = {(r.engine, r.source_key) for r in rows if r.fit and r.id in samples}
     for row in rows:
         if row.id not in samples:
             out[row.id] = Validation(row=row, reason=_reason(row, rows))
             continue
         engine = engines.setdefault(row.engine, load_engine(row.engine))
-        held_out = (row.engine, row.source_key)  # the rows of one source share their fit
+        # the rows of one source share their fit
+        held_out = (row.engine, row.source_key if (row.engine, row.source_key) in fitting
+                    else None)
         if held_out not in fits:
             train = [samples[r.id] for r in rows if r.id in samples and r.engine == row.engine
-                     and r.source_key != row.source_key and r.fit]
+                     and r.source_key != held_out[1] and r.fit]
             fits[held_out] = (fit_terms(engine, train), bool(train))
         terms, trained = fits[held_out]
         sample = samples[row.id]
