@@ -128,3 +128,68 @@ def test_plain_rate_is_the_speculative_rate_over_the_speedup() -> None:
     assert choice.plain_tokens_per_s_per_user == 200.0
     assert math.isnan(dataclasses.replace(choice, fits=False).plain_tokens_per_s_per_user)
     assert math.isnan(dataclasses.replace(choice, speedup=0.0).plain_tokens_per_s_per_user)
+
+
+# Dense GQA targets vLLM runs (Llama-3.1-8B, Qwen3-8B, Vicuna-7B's EAGLE) and their drafters.
+DENSE_ON_VLLM = ("eagle-llama-3.1-8b", "eagle3-llama-3.1-8b", "eagle3-qwen3-8b",
+                 "eagle-vicuna-7b", "qwen3-0.6b-for-qwen3-8b", "dflash-qwen3-8b",
+                 "dspark-qwen3-8b")
+
+
+def _vllm_schedule(drafter: str, context: float, engine: str = "vllm") -> list[int]:
+    from specsim.speculation.setup import load_setup
+
+    setup, profile = load_setup(drafter=drafter, context=context, engine=engine)
+    rec = recommend(setup, profile, [1, 2, 4, 8, 16, 32, 64, 128, 256], shape="chain")
+    return [c.nodes for c in rec.schedule_chain if c.fits]
+
+
+def test_a_dense_target_never_lengthens_its_chain_with_batch() -> None:
+    """For every dense target vLLM runs, at short and chat contexts, the per-batch chain of
+    the vLLM command shortens or stays as the batch grows (vLLM PR #32374: 'dense will have
+    monotonically decreasing optimal K'), and no note claims a reason for growth."""
+    for drafter in DENSE_ON_VLLM:
+        for context in (512.0, 2048.0):
+            ks = _vllm_schedule(drafter, context)
+            assert ks, (drafter, context)
+            assert all(a >= b for a, b in zip(ks, ks[1:], strict=False)), (drafter, context)
+
+
+def test_the_published_per_batch_schedule_of_llama_8b_eagle() -> None:
+    """vLLM PR #32374 (dynamic speculative decoding) schedules Llama-3.1-8B with EAGLE on its
+    GPU as K = 3 for batch 1-16, 2 for 64-128 and 0 from 256 (the author's schedule from his
+    measured curves, MT-Bench-like short contexts). At 512 cached tokens on an H100, specsim's
+    vLLM schedule starts at 3, is shorter at 128 than at 1-16, and at most 1 at 256."""
+    ks = _vllm_schedule("eagle-llama-3.1-8b", 512.0)
+    assert ks[:16] == [3] * 16
+    assert ks[127] < 3 and ks[255] <= 1
+
+
+def test_a_kv_bound_dense_target_lengthens_its_chain_and_says_why() -> None:
+    """Llama-2-7B has no GQA: 32 layers x 2 (K and V) x 4,096 x 2 bytes = 512 KiB of cache per
+    token, so at 512 cached tokens a batch of 18 reads 18 x 512 x 0.5 MiB = 4.5 GiB of KV per
+    step beside 12.6 GiB of weights (6.74e9 params x 2 bytes): a round reads it once for all
+    its drafted tokens, and the chain lengthens from there, with that reason in a note."""
+    from specsim.speculation.setup import load_setup
+
+    setup, profile = load_setup(drafter="llama-68m-for-llama-2-7b", context=512.0,
+                                engine="vllm")
+    rec = recommend(setup, profile, [1, 8, 32, 128], shape="chain")
+    grows = [b for a, b in zip(rec.schedule_chain, rec.schedule_chain[1:], strict=False)
+             if b.nodes > a.nodes]
+    assert grows
+    kv_gib = grows[0].batch * 512 * 0.5 / 1024
+    assert kv_gib >= 0.25 * 6.74e9 * 2 / 2**30
+    assert any("lengthens" in n and "KV cache" in n for n in rec.notes)
+
+
+def test_a_lengthening_chain_says_why() -> None:
+    """An MoE target's chain lengthens with batch (its steps already read most experts), and
+    the recommendation says so in a note."""
+    from specsim.speculation.setup import load_setup
+
+    setup, profile = load_setup(drafter="eagle3-gpt-oss-20b", context=512.0, engine="vllm")
+    rec = recommend(setup, profile, [1, 4, 16, 64], shape="chain")
+    ks = [c.nodes for c in rec.schedule_chain if c.fits]
+    assert any(b > a for a, b in zip(ks, ks[1:], strict=False))
+    assert any("lengthens" in n and "mixture of experts" in n for n in rec.notes)

@@ -190,12 +190,18 @@ class SpeedupTable:
     def throughput(self) -> FloatArray:
         return self.batch[:, None] * self.tokens_per_s_per_user
 
-    def best(self, objective: str = "speedup") -> IntArray:
-        """Index of the best candidate per batch size (plain decoding when nothing beats it)."""
+    def best(self, objective: str = "speedup", tolerance: float = 0.0) -> IntArray:
+        """Index of the best candidate per batch size (plain decoding when nothing beats it);
+        with a tolerance, the candidate of fewest nodes whose score is within that fraction of
+        the best (candidates ascend in N)."""
         check_choice("objective", objective, OBJECTIVES)
         score = self.speedup if objective == "speedup" else self.throughput
         # Ties: fewer nodes first (argmax keeps the first maximum, candidates ascend in N).
-        return np.asarray(np.argmax(np.round(score, 12), axis=1))
+        score = np.round(score, 12)
+        if tolerance <= 0.0:
+            return np.asarray(np.argmax(score, axis=1))
+        near = score >= (1.0 - tolerance) * score.max(axis=1, keepdims=True)
+        return np.asarray(np.argmax(near, axis=1))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
