@@ -891,3 +891,36 @@ def test_a_fitted_term_says_where_it_sits_in_its_range() -> None:
         "inside its range; refitted without one source it reaches its upper bound")
     assert FittedTerm(value=0.005, range=(0.0, 10.0), range_source="r").bound_status() == (
         "at its lower bound: the fit wants to leave its range")
+
+
+def test_a_versus_row_is_one_speculative_setting_over_another(write_yaml: Any) -> None:
+    """A `versus` row's speedup is its tokens/s over another speculative row's at the same
+    batch, both with tau: by hand, with the rounds validate times for both rows, the
+    predicted ratio is tau_a / round_a over tau_b / round_b; a reference in another setup
+    or without tau is refused in one line."""
+    from specsim.measurement.validate import row_parts
+
+    base = {"source": "s", "model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "vllm",
+            "batch": 8, "benchmark": "batch", "dataset": "d", "shape": "chain", "topk": 1}
+    ref = {**base, "id": "e", "method": "eagle", "drafter_spec": "eagle-llama-3.1-8b",
+           "draft_tokens": 3, "depth": 3, "tau": 2.5}
+    row = {**base, "id": "e3", "method": "eagle3", "drafter_spec": "eagle3-llama-3.1-8b",
+           "draft_tokens": 5, "depth": 5, "tau": 3.4, "speedup": 1.2, "versus": "e"}
+    rows = load_published([str(write_yaml("v.yaml", {"rows": [ref, row]}))])
+    got = {v.row.id: v for v in validate(rows)}
+    assert got["e"].predicted is None and "versus" in got["e"].reason
+    v = got["e3"]
+    assert v.metric == "speedup_versus" and v.measured == 1.2
+    engine = load_engine("vllm")
+    terms = dict(v.terms)
+    _, round_a = row_parts(rows[1], engine).times(terms)
+    _, round_b = row_parts(rows[0], engine).times(terms)
+    assert v.predicted == pytest.approx((3.4 / round_a) / (2.5 / round_b), rel=1e-9)
+    for bad, message in (({**ref, "batch": 16}, "the row compared with differs in batch"),
+                         ({k: x for k, x in ref.items() if k != "tau"}, "both rows speculate")):
+        path = write_yaml("vb.yaml", {"rows": [bad, row]})
+        with pytest.raises(SpecError, match=r"vb.yaml: row 'e3': field 'versus': " + message):
+            load_published([str(path)])
+    lost = write_yaml("vl.yaml", {"rows": [ref, {**row, "versus": "nope"}]})
+    with pytest.raises(SpecError, match=r"field 'versus': no other row 'nope'"):
+        load_published([str(lost)])

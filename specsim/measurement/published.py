@@ -53,6 +53,7 @@ ROW_KEYS = (
     "input_tokens", "output_tokens", "prefill_included",  # how a concurrency run was measured
     "context",  # cached tokens per request while decoding, when the source states it
     "sweep_reference",  # the row of the same sweep its speedup is compared with (no tau)
+    "versus",  # another speculative row at the same batch: `speedup` is over it (both with tau)
     "requests",  # prompts the benchmark ran, `batch` at a time (None: the batch stayed full)
     "spec_overlap",  # the engine overlapped speculative rounds' host work (SGLang spec v2)
     "assumed", "assumption", "notes",  # what the source does not give, and remarks
@@ -93,6 +94,10 @@ class PublishedRow:
     # A batch sweep without tau: the id of the sweep's row this row's speedup is divided by
     # (same setting, another batch); tau cancels in the ratio, so the row tests the trend.
     sweep_reference: str | None = None
+    # Another speculative setting measured at the same batch on the same stack: this row's
+    # `speedup` is its tokens/s over that row's (e.g. P-EAGLE over EAGLE-3); both publish tau,
+    # so the ratio tests the two rounds' times against each other.
+    versus: str | None = None
     # Prompts the benchmark ran, `batch` of them in flight at a time (clients that each send
     # the next prompt when theirs is done). When it is not a multiple of the batch, the run
     # ends at a smaller batch; None: enough prompts to keep the batch full.
@@ -144,6 +149,7 @@ def load_published(names: list[str] | None = None) -> list[PublishedRow]:
         rows += [_row(item, path, i, fit) for i, item in enumerate(items)]
     _check_unique(rows)
     _check_sweeps(rows)
+    _check_versus(rows)
     return rows
 
 
@@ -198,6 +204,28 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
             raise SpecError(f"{where}: the reference differs in {', '.join(differ)}")
 
 
+def _check_versus(rows: list[PublishedRow]) -> None:
+    """A `versus` row names another speculative row of the same file with a tau, at the same
+    batch and setup (model, GPU, engine, parallelism, weights, benchmark); both rows publish
+    tau, and this one the speedup over it."""
+    by_id = {r.id: r for r in rows}
+    for r in rows:
+        if r.versus is None:
+            continue
+        where = f"{r.path or r.file}: row {show(r.id, 40)}: field 'versus'"
+        ref = by_id.get(r.versus)
+        if ref is None or ref.file != r.file or ref.id == r.id:
+            raise SpecError(f"{where}: no other row {r.versus!r} in the same file")
+        if r.plain or ref.plain or r.tau is None or ref.tau is None or r.speedup is None:
+            raise SpecError(f"{where}: both rows speculate and publish tau, and this one its "
+                            "speedup over the other")
+        same = ("model", "hardware", "engine", "tp", "ep", "batch", "weight_dtype", "requests",
+                "spec_overlap", "benchmark")
+        differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
+        if differ:
+            raise SpecError(f"{where}: the row compared with differs in {', '.join(differ)}")
+
+
 def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow:
     where = f"{path}: row {index + 1}"
     if not isinstance(item, dict):
@@ -230,6 +258,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
+        versus=None if item.get("versus") is None else str(item["versus"]),
         spec_overlap=_bool(item, "spec_overlap", where), ep=_ep(item, where),
         benchmark=_benchmark(item, where), tpot_ms=_optional_number(item, "tpot_ms", where),
         input_tokens=_optional_int(item, "input_tokens", where),

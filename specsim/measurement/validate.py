@@ -43,12 +43,15 @@ FIT_STARTS = 9  # with three terms or more, the fit runs from this many of the g
 FIT_TOL = 1e-6  # relative tolerance of each fit (terms to ~0.0001%, far below their spread)
 RIDGE = 0.01  # pull of each fitted term towards the middle of its bounds (log-error units)
 NO_TAU = "no published tau (only the speedup or tokens/s)"
+NO_MEASURED = "no measured speedup or tokens/s (tau only)"
 METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms",
-           "relative_speedup")
+           "relative_speedup", "speedup_versus")
 # Absolute rates (a plain step's or a round's time), against ratios of two times (speedups).
 ABSOLUTE = ("tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms")
 # relative_speedup: a batch-sweep row without tau, its speedup over that of the sweep's
 # reference row (same setting, another batch); tau cancels, the trend with batch is tested.
+# speedup_versus: a row's tokens/s over another speculative setting's at the same batch (both
+# with tau), the two rounds' times against each other.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,8 +160,10 @@ class Validation:
     @property
     def wrong_sign(self) -> bool:
         """A speedup predicted on the other side of 1 than measured (a gain called a loss, or
-        the reverse); only speedup rows can have one."""
-        if self.metric != "speedup" or self.predicted is None or self.measured is None:
+        the reverse, or one method called faster than another where it was slower); only
+        speedup rows can have one."""
+        if self.metric not in ("speedup", "speedup_versus") or self.predicted is None \
+                or self.measured is None:
             return False
         return (self.predicted > 1.0) != (self.measured > 1.0)
 
@@ -169,6 +174,8 @@ def metric_of(row: PublishedRow, reference: PublishedRow | None = None
     reference: the row's sweep reference, for a row that has one and no tau."""
     if row.tau is None and reference is not None and row.speedup and reference.speedup:
         return "relative_speedup", row.speedup / reference.speedup
+    if row.versus is not None and row.tau is not None and row.speedup is not None:
+        return "speedup_versus", row.speedup
     if row.plain:
         if row.tpot_ms is not None:  # a row's own time per token before its throughput
             return "plain_tpot_ms", row.tpot_ms
@@ -201,7 +208,7 @@ def unpredictable(row: PublishedRow) -> str:
     if row.tau is None:
         return ""
     if metric_of(row) is None:
-        return "no measured speedup or tokens/s (tau only)"
+        return NO_MEASURED
     if row.draft_tokens is None or row.depth is None:
         return "drafted tokens or depth not published"
     return ""
@@ -312,10 +319,14 @@ class Sample:
     tau: float
     measured: float
     reference: Run | None = None
+    reference_tau: float = 1.0  # a speedup_versus row's reference's tau
 
     def predict(self, terms: dict[str, float]) -> float:
         if self.reference is None:
             return self.run.predict(self.metric, self.tau, terms)
+        if self.metric == "speedup_versus":
+            return (self.run.predict("tokens_per_s", self.tau, terms)
+                    / self.reference.predict("tokens_per_s", self.reference_tau, terms))
         return (self.run.predict("speedup", 1.0, terms)
                 / self.reference.predict("speedup", 1.0, terms))
 
@@ -386,6 +397,8 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
 def _reason(row: PublishedRow, rows: list[PublishedRow]) -> str:
     """Why a row has no sample: unpredictable, or the reference of a sweep."""
     reason = unpredictable(row)
+    if reason == NO_MEASURED and any(r.versus == row.id for r in rows):
+        return "the setting other rows' speedups are over (versus): tau only"
     if row.tau is None and any(r.sweep_reference == row.id for r in rows) and (
             not reason or reason == NO_TAU):
         return "reference of its batch sweep (no tau): the sweep's other rows divide by it"
@@ -414,10 +427,15 @@ def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[s
         found = metric_of(row, reference)
         if found is None:
             continue
+        if found[0] == "speedup_versus":
+            reference = by_id[row.versus or ""]
+            if unpredictable(reference) not in ("", NO_MEASURED):
+                continue
         engine = engines.setdefault(row.engine, load_engine(row.engine))
         out[row.id] = Sample(run=run(row, engine), metric=found[0], tau=float(row.tau or 1.0),
                              measured=found[1],
-                             reference=None if reference is None else run(reference, engine))
+                             reference=None if reference is None else run(reference, engine),
+                             reference_tau=float(reference.tau or 1.0) if reference else 1.0)
     return out
 
 
@@ -429,7 +447,8 @@ def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
 
 # The panels of `specsim validate --plot` by metric (error_summary's "panel" key).
 PANELS = {"speedup": "speedup", "tokens_per_s": "tokens/s", "plain_tokens_per_s": "tokens/s",
-          "plain_tpot_ms": "tokens/s", "relative_speedup": "relative_speedup"}
+          "plain_tpot_ms": "tokens/s", "relative_speedup": "relative_speedup",
+          "speedup_versus": "relative_speedup"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

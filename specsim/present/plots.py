@@ -130,8 +130,10 @@ def validation_figure(rows: list[dict[str, Any]], medians_pct: dict[str, float],
              for r in rows if "tokens_per_s" in r["metric"] or r["metric"] == "plain_tpot_ms"]
     panels = ((axes[0], [r for r in rows if r["metric"] == "speedup"], "speedup", "speedup"),
               (axes[1], rates, "tokens/s", "tokens/s"),
-              (axes[2], [r for r in rows if r["metric"] == "relative_speedup"],
-               "speedup ÷ sweep's first batch", "relative_speedup"))
+              (axes[2], [r for r in rows if r["metric"] in ("relative_speedup",
+                                                           "speedup_versus")],
+               "speedup ratio (÷ a sweep's first batch, or ÷ another method)",
+               "relative_speedup"))
     wrong = [r for r in rows if r.get("wrong_sign")]
     for ax, members, unit, panel in panels:
         for fam in sorted({r["family"] for r in members}):
