@@ -116,8 +116,9 @@ def calibration_figure(sums: pd.DataFrame, path: Path, *, title: str,
 
 def validation_figure(rows: list[dict[str, Any]], medians_pct: dict[str, float],
                       path: Path) -> None:
-    """Predicted against measured: speedups (left), tokens/s (middle), batch sweeps as speedup
-    over the sweep's reference batch (right), one marker per family. Each panel names its row
+    """Predicted against measured: speedups (left), tokens/s (middle), speedup ratios (right:
+    a batch sweep's speedup over its reference batch, or one method over another at the same
+    batch), one marker per family. Each panel names its row
     count and median |error| (`medians_pct`: validate's error_summary by "panel", in percent,
     "all" for the title); speedup rows predicted on the other side of 1 are circled."""
     import matplotlib.pyplot as plt
@@ -132,14 +133,16 @@ def validation_figure(rows: list[dict[str, Any]], medians_pct: dict[str, float],
               (axes[1], rates, "tokens/s", "tokens/s"),
               (axes[2], [r for r in rows if r["metric"] in ("relative_speedup",
                                                            "speedup_versus")],
-               "speedup ratio (÷ a sweep's first batch, or ÷ another method)",
-               "relative_speedup"))
+               "speedup ratio", "relative_speedup"))
     wrong = [r for r in rows if r.get("wrong_sign")]
+    # One colour per family across the three panels.
+    palette = plt.get_cmap("tab10")
+    colour = {fam: palette(i % 10) for i, fam in enumerate(sorted({r["family"] for r in rows}))}
     for ax, members, unit, panel in panels:
         for fam in sorted({r["family"] for r in members}):
             pts = [r for r in members if r["family"] == fam]
             ax.scatter([r["measured"] for r in pts], [r["predicted"] for r in pts], label=fam,
-                       s=18)
+                       s=18, color=colour[fam])
         values = [r["measured"] for r in members] + [r["predicted"] for r in members]
         top = max(values + [1.0]) * 1.05
         if unit in ("tokens/s", "speedup") and values:
