@@ -99,7 +99,9 @@ def test_recommend_emits_the_new_engines_command(toy: EngineAdapter) -> None:
     for c in toys:
         assert c.argv[:3] == ("toyserve", "run", "meta-llama/Llama-3.1-8B-Instruct")
         assert c.argv[3:5] == ("--draft", "eagle-3")  # the YAML's name for the eagle3 family
-        assert c.argv[-1] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+        assert c.argv[-3] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+        # capped at the largest batch the command was computed for (its batch_flag)
+        assert c.argv[-2:] == ("--max-batch", str(max(c.batches)))
         assert c.command == " ".join(c.argv)  # nothing here needs quoting
     assert toy.label == "ToyServe 1.0"
 

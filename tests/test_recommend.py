@@ -193,3 +193,33 @@ def test_a_lengthening_chain_says_why() -> None:
     ks = [c.nodes for c in rec.schedule_chain if c.fits]
     assert any(b > a for a, b in zip(ks, ks[1:], strict=False))
     assert any("lengthens" in n and "mixture of experts" in n for n in rec.notes)
+
+
+def test_every_command_carries_the_batch_cap_it_was_computed_for() -> None:
+    """SGLang resets its cap to 48 requests whenever speculation is on unless
+    --max-running-requests is given (sglang-0.5.23 speculative_hook.py), and vLLM admits up to
+    1,024 sequences by default: each command recommend prints ends with its engine's cap at
+    the largest batch it is the setting for."""
+    from specsim.speculation.recommend import engine_commands
+    from specsim.speculation.setup import load_setup
+
+    setup, profile = load_setup(drafter="eagle3-llama-3.1-8b")
+    rec = recommend(setup, profile, [1, 8, 64])
+    commands = [c for c in engine_commands(rec, setup) if c.argv]
+    assert {c.engine for c in commands} == {"vllm", "sglang"}
+    for c in commands:
+        flag = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests"}[c.engine]
+        assert c.argv[-2:] == (flag, str(max(c.batches)))
+    assert any(c.engine == "sglang" and c.argv[-1] == "64" for c in commands)
+
+
+def test_the_vllm_schedule_is_timed_with_vllms_own_terms() -> None:
+    """The vLLM command's per-batch chains are vLLM's, whichever engine the question names:
+    the schedule recommended with --engine sglang is the one --engine vllm gives."""
+    from specsim.speculation.setup import load_setup
+
+    def schedule(engine: str) -> list[int]:
+        setup, profile = load_setup(drafter="eagle3-llama-3.1-8b", engine=engine)
+        return [c.nodes for c in recommend(setup, profile, [1, 16, 64]).schedule_chain]
+
+    assert schedule("sglang") == schedule("vllm")

@@ -10,6 +10,8 @@ reported only as a bound. Every emitted setting is checked against the recorded 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -26,6 +28,7 @@ from specsim.errors import check_int, check_number
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S_PER_USER, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter
+from specsim.specs.engines import load_engine
 from specsim.speculation.speedup import (
     AUTOREGRESSIVE_DEPTHS,
     OBJECTIVES,
@@ -172,11 +175,25 @@ def _subset(c: Candidates, keep: np.ndarray) -> Candidates:
 
 def _schedule_chains(setup: Setup, chains: Candidates, batches: np.ndarray, objective: str
                      ) -> list[Choice]:
-    """The best chain at every batch size 1..largest requested one that fits."""
+    """The best chain at every batch size 1..largest requested one that fits, timed with the
+    engine that runs the schedule (`schedule_setup`)."""
     every = np.arange(1, int(batches.max()) + 1)
-    rows = _choices(speedup_table(setup, every, chains), objective, SCHEDULE_TOLERANCE)
+    rows = _choices(speedup_table(schedule_setup(setup), every, chains), objective,
+                    SCHEDULE_TOLERANCE)
     fitting = [c.batch for c in rows if c.fits]
     return rows[:max(fitting)] if fitting else []
+
+
+def schedule_setup(setup: Setup) -> Setup:
+    """The setup a per-batch chain schedule is timed with: the schedule runs on the engine
+    that builds chains (vLLM), so with that engine's own terms where the setup has another
+    engine (an SGLang-timed schedule for a vLLM command would carry SGLang's host work); as it
+    is for the idealized GPU (no engine) or when it already is that engine."""
+    engine = setup.engine
+    slug = next((a.slug for a in adapters() if a.builds == "chains"), None)
+    if engine is None or slug is None or engine.base_slug == slug:
+        return setup
+    return dataclasses.replace(setup, engine=load_engine(slug))
 
 
 def _sglang_choices(setup: Setup, profile: AcceptanceProfile, batches: np.ndarray,
@@ -279,5 +296,12 @@ def engine_cells(rec: Recommendation, drafter: Drafter | None) -> dict[str, list
 
 def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     """Per engine adapter, the commands that start a server with the recommended setting, or
-    the reason there is none; every emitted setting satisfies engines/*.yaml (else SpecError)."""
-    return [c for a in adapters() for c in a.commands(rec, setup)]
+    the reason there is none; every emitted setting satisfies engines/*.yaml (else SpecError).
+    Each command carries the engine's cap on concurrent requests at the largest batch it was
+    computed for (`--max-num-seqs`, `--max-running-requests`): without it vLLM admits up to
+    its default 1,024 sequences, and SGLang resets its cap to 48 whenever speculation is on
+    (sglang-0.5.23 srt/arg_groups/speculative_hook.py), so a command for batch 64 would never
+    reach it."""
+    return [dataclasses.replace(c, argv=(*c.argv, a.batch_flag, str(max(c.batches))))
+            if c.argv and c.batches else c
+            for a in adapters() for c in a.commands(rec, setup)]
