@@ -408,6 +408,17 @@ def test_bad_drafter_is_refused_before_any_progress_line(tmp_path: Path) -> None
     assert said == []  # the error is the only line the user sees
 
 
+def test_a_drafter_for_another_model_is_refused_before_any_progress_line() -> None:
+    """Qwen3-32B with Llama-3.1-8B's EAGLE-3 drafter: the plan would have printed a vLLM
+    command serving Llama-3.1-8B; it is refused naming both models, as recommend refuses it."""
+    said: list[str] = []
+    with pytest.raises(SpecError, match=r"drafter eagle3-llama-3.1-8b \(made for llama-3.1-8b\) "
+                                        r"does not fit target qwen3-32b: vocabulary"):
+        make_plan(hardware="h100-sxm", model="qwen3-32b", drafters=["eagle3-llama-3.1-8b"],
+                  engine="roofline", workload="chat", tps=(1,), progress=said.append)
+    assert said == []
+
+
 def test_tp_degrees_a_drafter_cannot_split_are_left_out_with_a_note() -> None:
     # llama-68m has 12 attention heads (its config.json): 4 divides 12, 8 does not.
     plan = make_plan(hardware="h100-sxm", model="llama-2-7b",

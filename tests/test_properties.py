@@ -563,7 +563,7 @@ def test_plan_report_is_confined_and_escaped(name: str, pre: str) -> None:
     """`plan --drafter specs/d.yaml --out out --force` over a folder whose report.html is a link
     to a file outside: the target is never written, nothing outside `out` changes, and the
     drafter's name cannot forge Markdown structure or reach the terminal raw."""
-    drafter = builtin("drafter", "eagle3-llama-3.1-8b")
+    drafter = builtin("drafter", "eagle3-qwen3-8b")  # the default model's
     drafter["name"] = name
     with fresh_case() as (root, work):
         (work / "specs").mkdir()

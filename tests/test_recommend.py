@@ -4,6 +4,7 @@ flags, and the memory limit."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from specsim.engines.sglang import flags_per_row, speculative_args
 from specsim.engines.vllm import config_flag, speculative_config
@@ -223,3 +224,22 @@ def test_the_vllm_schedule_is_timed_with_vllms_own_terms() -> None:
         return [c.nodes for c in recommend(setup, profile, [1, 16, 64]).schedule_chain]
 
     assert schedule("sglang") == schedule("vllm")
+
+
+def test_a_variant_of_the_drafters_target_is_accepted_with_a_note(tmp_path: Any) -> None:
+    """Qwen3-8B stored in fp8 under another name has Qwen3-8B's architecture: the Qwen3-8B
+    EAGLE-3 drafter runs on it, and the answer says the acceptance is carried over."""
+    from pathlib import Path
+
+    from specsim.speculation.setup import load_setup
+
+    text = (Path(__file__).parents[1] / "workloads" / "models" / "qwen3-8b.yaml").read_text()
+    variant = tmp_path / "qwen3-8b-fp8.yaml"
+    variant.write_text(text.replace("name: Qwen3-8B\n", "name: Qwen3-8B-FP8\n", 1)
+                       .replace("weight_dtype: bf16", "weight_dtype: fp8", 1))
+    setup, profile = load_setup(model=str(variant), drafter="eagle3-qwen3-8b")
+    assert setup.target.weight_dtype == "fp8"
+    rec = recommend(setup, profile, [1, 8])
+    assert any("architecture of qwen3-8b" in n and "variant" in n for n in rec.notes)
+    own, _ = load_setup(drafter="eagle3-qwen3-8b")
+    assert own.notes == ()

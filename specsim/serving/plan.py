@@ -53,6 +53,7 @@ from specsim.speculation.recommend import (
     recommend,
     sglang_candidates,
 )
+from specsim.speculation.setup import check_compatible
 from specsim.speculation.speedup import (
     AUTOREGRESSIVE_DEPTHS,
     Candidates,
@@ -274,7 +275,10 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     # ends in one line; TP degrees a model cannot be split over are left out with a note.
     tps = _splittable(target, tps, notes)
     loaded = [load_drafter(n, target=target) for n in names]
-    for d in loaded:
+    for n, d in zip(names, loaded, strict=True):
+        # a drafter made for another model is refused; a variant of its target, noted
+        note = check_compatible(load_drafter(n).target, d, target, n)
+        notes += [note] if note else []
         scenario.profile_for(d)
     drafter_tps = [_splittable(d.model, tps, notes) if d.model is not None else tps
                    for d in loaded]

@@ -101,7 +101,7 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     check_int(max_nodes, "max_nodes", low=1, high=MAX_TREE_NODES)
     check_int(max_depth, "max_depth", low=1, high=MAX_TREE_NODES)
     drafter = setup.drafter
-    notes: list[str] = []
+    notes: list[str] = list(setup.notes)
     depth_limit = limit_depth(setup, profile, max_nodes, max_depth, notes)
     chains = chain_candidates(profile, depth_limit)
     batches = np.atleast_1d(np.asarray(batch, dtype=np.int64))

@@ -70,8 +70,11 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
         drafter = default_drafter(model)
     target = load_model(model) if model else None
     draft = load_drafter(drafter, target=target) if drafter else None
+    notes: tuple[str, ...] = ()
     if draft is not None and target is not None:
-        check_compatible(load_drafter(drafter).target, draft, target)  # type: ignore[arg-type]
+        note = check_compatible(load_drafter(drafter).target, draft,  # type: ignore[arg-type]
+                                target, drafter)
+        notes = (note,) if note else ()
     if target is None:
         target = draft.target if draft else load_model(DEFAULT_MODEL)
     check_tensor_parallel(target, tp)
@@ -89,7 +92,7 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
                   context=context, tp=tp, draft_cost=draft_cost,
                   precision=precision or Precision(), engine=engine_or_none(load_engine(engine)),
-                  ep=ep)
+                  ep=ep, notes=notes)
     return setup, profile
 
 
@@ -113,10 +116,24 @@ def with_ranks(profile: AcceptanceProfile | None, path: str) -> AcceptanceProfil
                    source=f"{profile.source}; ranks from {path}")
 
 
-def check_compatible(own_target: Model, drafter: Drafter, target: Model) -> None:
+# Architecture numbers a quantized or renamed variant of a model shares with it.
+_ARCHITECTURE = ("hidden_size", "num_layers", "num_attention_heads", "num_kv_heads", "head_dim",
+                 "intermediate_size", "vocab_size", "moe", "mla")
+
+
+def check_compatible(own_target: Model, drafter: Drafter, target: Model,
+                     name: str | None = None) -> str:
     """A drafter runs on `target` only if it was made for it: same hidden size where it reads
-    the target's hidden states, same vocabulary, and the target it was trained for."""
-    who = f"drafter {drafter.slug} (made for {own_target.slug})"
+    the target's hidden states, same vocabulary, and the target it was trained for, or a
+    variant of it with the same architecture (a quantized or renamed checkpoint: Qwen3-8B-FP8
+    for a Qwen3-8B drafter), accepted with the note returned ('' for its own target). name:
+    the drafter as the user gave it (a slug or a path), in the messages."""
+    who = f"drafter {name or drafter.slug} (made for {own_target.slug})"
+    if own_target.slug != target.slug and all(
+            getattr(own_target, k) == getattr(target, k) for k in _ARCHITECTURE):
+        return (f"{target.slug} has the architecture of {own_target.slug}, the target "
+                f"{drafter.slug} was trained for (a quantized or renamed variant): its "
+                "acceptance is assumed to carry over; measure it with `specsim acceptance fit`")
     if own_target.vocab_size != target.vocab_size:
         raise SpecError(f"{who} does not fit target {target.slug}: vocabulary "
                         f"{own_target.vocab_size} vs {target.vocab_size}")
@@ -127,3 +144,4 @@ def check_compatible(own_target: Model, drafter: Drafter, target: Model) -> None
     if drafter.kind.cache != "model" and own_target.slug != target.slug:
         raise SpecError(f"{who} was trained for {own_target.slug}, not {target.slug}; pass a "
                         f"drafter YAML whose 'target' is {target.slug} if one was trained for it")
+    return ""

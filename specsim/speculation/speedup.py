@@ -231,6 +231,7 @@ class Setup:
     precision: Precision = field(default_factory=Precision)
     engine: Engine | None = None
     ep: int = 1
+    notes: tuple[str, ...] = ()  # what the setup accepted that its answer should say
 
 
 def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> SpeedupTable:
