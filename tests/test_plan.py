@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -448,3 +449,28 @@ def test_throughput_gain_is_speculation_over_plain(small_report: tuple[object, P
                                ).throughput_gain is None
     assert dataclasses.replace(plan, best=dataclasses.replace(best, nodes=0),  # type: ignore[type-var]
                                best_plain=plain).throughput_gain is None
+
+
+def test_time_to_first_token_carries_the_prompts_prefill() -> None:
+    """Qwen3-8B's weight GEMMs hold 36 x (4096 x 4096 x 2 + 4096 x 1024 x 2 + 3 x 4096 x
+    12288) = 6.95e9 parameters: prefilling 8,000 tokens costs at least 2 x 6.95e9 x 8,000
+    flops at 0.757 of the H100's 989.4 TFLOPS = 148 ms, attention and the rest on top. The
+    long-context scenario's TTFT at its median prompt is at least its own prefill, and the
+    chat scenario's p90 prompt waits longer than its median one."""
+    from specsim.serving.capacity import prompt_prefill_s, serving_table
+    from specsim.speculation.setup import load_setup
+    from specsim.speculation.speedup import Candidates
+
+    setup, _ = load_setup(model="qwen3-8b", draft_cost=0.1, alpha=0.7)
+    gemm_params = 36 * (4096 * 4096 * 2 + 4096 * 1024 * 2 + 3 * 4096 * 12288)
+    floor = 2 * gemm_params * 8000 / (989.4e12 * 0.757)
+    assert floor == pytest.approx(0.1484, rel=1e-3)
+    assert floor <= prompt_prefill_s(setup, 8000.0) <= 1.6 * floor
+    plain = Candidates(nodes=np.array([0.0]), depth=np.array([0.0]), tau=np.array([1.0]),
+                       max_width=np.array([1.0]), shape=("chain",))
+    for workload in ("long-context", "chat"):
+        scenario = load_scenario(workload)
+        table = serving_table(setup, scenario, plain, batch=[1, 8])
+        own = prompt_prefill_s(dataclasses.replace(setup, context=0.0), scenario.prompt.median)
+        assert np.all(table.ttft_s >= own)
+        assert np.all(table.ttft_p90_s > table.ttft_s)

@@ -10,8 +10,9 @@ On top of the engine round time of `speedup_table` (batch B, candidate k of N no
   of those tokens: T(B (N + 1 + p)) - T(B (N + 1)).
 - Time per output token TPOT = round / tau; time to first token TTFT = ceil(L_in / C) rounds,
   where C = the engine's token budget per pass minus the decode tokens (vLLM schedules decode
-  first and fills the rest with prefill chunks). A batch whose prefill demand B p exceeds C
-  cannot keep up with arrivals (`stable` is False).
+  first and fills the rest with prefill chunks), plus the prompt's own prefill kernel time,
+  which those rounds carry (queueing is not modelled: the batch is in steady state). A batch
+  whose prefill demand B p exceeds C cannot keep up with arrivals (`stable` is False).
 - Tensor parallelism TP shards one replica over TP GPUs; throughput per GPU = B tau / round / TP.
   Data-parallel replicas multiply throughput: GPUs for a target = TP ceil(target / replica).
 """
@@ -88,11 +89,25 @@ def prefill_share_s(setup: Setup, batch: FloatArray, candidates: Candidates,
 
 
 def ttft_s(prompt_tokens: float, round_s: FloatArray, decode_tokens: FloatArray,
-           budget_tokens: float = DEFAULT_WORKSPACE_TOKENS) -> FloatArray:
-    """Rounds to push a prompt through the chunk budget left by decoding, times the round."""
+           budget_tokens: float = DEFAULT_WORKSPACE_TOKENS, prefill_s: float = 0.0
+           ) -> FloatArray:
+    """Rounds to push a prompt through the chunk budget left by decoding, times the round,
+    plus the prompt's own prefill kernel time (`prompt_prefill_s`), which those rounds carry
+    on top of their decoding: a round that admits a whole 8,000-token prompt takes that
+    prompt's prefill longer than a decoding round."""
     chunk = budget_tokens - decode_tokens
     rounds = np.ceil(prompt_tokens / np.maximum(chunk, 1e-9))
-    return np.where(chunk > 0, rounds * round_s, np.inf)
+    return np.where(chunk > 0, rounds * round_s + prefill_s, np.inf)
+
+
+def prompt_prefill_s(setup: Setup, prompt_tokens: float) -> float:
+    """Achieved seconds of one prompt's prefill kernels: the marginal time of its tokens in a
+    pass beside one decoding token, causal over the prompt itself (`chunk_share_s` at no
+    cached context)."""
+    if prompt_tokens <= 0:
+        return 0.0
+    return float(chunk_share_s(setup, np.array([1.0]), np.array([float(prompt_tokens)]),
+                               1.0, 0.0)[0])
 
 
 def serving_table(setup: Setup, scenario: Scenario, candidates: Candidates, *,
@@ -112,8 +127,10 @@ def serving_table(setup: Setup, scenario: Scenario, candidates: Candidates, *,
         / scenario.output.mean
     return ServingTable(
         tp=tp, batch=b, candidates=candidates, round_s=round_s, prefill_s=prefill,
-        ttft_s=ttft_s(scenario.prompt.median, round_s, decode_tokens),
-        ttft_p90_s=ttft_s(scenario.prompt.p90, round_s, decode_tokens),
+        ttft_s=ttft_s(scenario.prompt.median, round_s, decode_tokens,
+                      prefill_s=prompt_prefill_s(s, scenario.prompt.median)),
+        ttft_p90_s=ttft_s(scenario.prompt.p90, round_s, decode_tokens,
+                          prefill_s=prompt_prefill_s(s, scenario.prompt.p90)),
         fits=b <= concurrency, stable=demand <= DEFAULT_WORKSPACE_TOKENS - decode_tokens,
         max_concurrency=concurrency, weights_fit=concurrency > 0,
         weights_per_gpu_bytes=memory.weights_bytes + memory.drafter_weights_bytes
