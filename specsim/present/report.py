@@ -174,6 +174,13 @@ def _section_pareto(plan: Plan, add: Callable[..., None]) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("output tokens/s per user")
         ax.set_ylabel("output tokens/s per GPU")
+        ax.set_title(f"{plan.model.name} on {plan.hardware.name}, {plan.scenario.slug}: "
+                     "per GPU against per user", fontsize=9)
+        from matplotlib.ticker import FormatStrFormatter, LogLocator
+
+        ax.xaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
         ax.legend(fontsize=8)
     add("p", "The Pareto frontier of the serving model over batch size, TP degree and "
         "engine-buildable speculation setting (chunked prefill included): the most output "
@@ -234,6 +241,8 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("load: concurrent requests in the batch")
         ax.set_ylabel("throughput / plain decoding")
+        ax.set_title(f"{plan.model.name} on {plan.hardware.name} with {plan.policy_drafter}: "
+                     "speculation policies over load", fontsize=9)
         from matplotlib.ticker import FormatStrFormatter
 
         ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))

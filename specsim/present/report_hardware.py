@@ -97,6 +97,8 @@ def section_memory(plan: Plan, add: Callable[..., None]) -> None:
         ax.set_yscale("log")
         ax.set_xlabel("cached tokens per request")
         ax.set_ylabel("max concurrent requests (per TP group)")
+        ax.set_title(f"{plan.model.name} on {plan.hardware.name}: requests that fit in "
+                     f"{DEFAULT_MEMORY_FRACTION:.0%} of HBM", fontsize=9)
         ax.legend(fontsize=8)
     who = plan.drafters[0].name
     add("p", f"Weights (the target's and {who}'s), workspace and caches per GPU (the "
