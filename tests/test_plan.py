@@ -491,3 +491,19 @@ def test_the_goodput_policy_is_never_slower_than_plain_decoding(drafter: str) ->
     goodput = rel[sweep.policies.index("goodput (TurboSpec)")]
     assert goodput.min() >= 0.98
     assert goodput[0] >= 0.98 * rel[sweep.policies.index("fixed chain 2")][0]
+
+
+def test_a_plain_answer_prints_commands_with_their_batch_cap() -> None:
+    """With no drafter the answer is plain decoding, and its commands say so: each engine's
+    launch line for the target (its spec's Hub id) at the answer's TP, capped at the answer's
+    batch."""
+    plan = make_plan(hardware="h100-sxm", model="llama-3.1-8b", drafters=[],
+                     engine="roofline", workload="chat", tps=(1,))
+    s = plan.best_plain
+    assert s is not None and s.nodes == 0
+    argvs = {c.engine: c.argv for c in plan.answer_commands}
+    assert argvs == {
+        "vllm": ("vllm", "serve", "meta-llama/Llama-3.1-8B", "--max-num-seqs",
+                 str(s.batch)),
+        "sglang": ("python", "-m", "sglang.launch_server", "--model-path",
+                   "meta-llama/Llama-3.1-8B", "--max-running-requests", str(s.batch))}

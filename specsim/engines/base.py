@@ -168,6 +168,15 @@ class EngineAdapter:
             return rec.schedule_chain or rec.best_chain
         return rec.engine_trees
 
+    def plain_command(self, setup: Setup, batch: int) -> EngineCommand:
+        """The command that serves the setup's target without speculation at its TP degree,
+        capped at `batch` concurrent requests."""
+        args = self.args
+        argv = (*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp),
+                self.batch_flag, str(batch))
+        return EngineCommand(engine=self.slug, version=self.version, argv=argv,
+                             batches=(batch,))
+
     def unable(self, drafter: Drafter | None) -> EngineCommand:
         """The answer where the engine has no method for the drafter's family."""
         family = drafter.family if drafter else "(no drafter)"

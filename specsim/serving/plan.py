@@ -421,7 +421,13 @@ def _choice(s: Setting) -> Choice:
 
 def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
     """Commands that start a server with exactly this setting (its TP, its draft length or
-    tree, its batch cap), from each engine adapter; only the engines that build it."""
+    tree, its batch cap), from each engine adapter; only the engines that build it (every
+    engine for plain decoding)."""
+    if s.nodes == 0:  # plain decoding: every engine serves it (a target with a Hub id)
+        if not plan.model.hf_id:
+            return []
+        plain = dataclasses.replace(plan.setup, drafter=None, tp=s.tp)
+        return [a.plain_command(plain, s.batch) for a in adapters()]
     engines = setting_adapters(plan, s)
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if not engines or part is None or part.setup is None:
