@@ -110,14 +110,20 @@ def shell(tmp_path: Path) -> Shell:
     return Shell(tmp_path)
 
 
-def _check_command(shell: Shell, c: EngineCommand, target: str, checkpoint: str) -> None:
+def _check_command(shell: Shell, c: EngineCommand, target: str, checkpoint: str,
+                   speculative: bool = True) -> None:
     """The pasted command runs exactly its vector; the target id and the checkpoint arrive as
-    the arguments the engines read them from (strings from the spec, compared as written)."""
+    the arguments the engines read them from (strings from the spec, compared as written).
+    speculative False: a plain-decoding command, with no speculative flag."""
     assert c.command is not None and c.argv
     assert shell.paste(c.command) == [list(c.argv)]
     argv = list(c.argv)
+    if not speculative:
+        assert not any(a.startswith("--speculative") for a in argv), argv
     if c.engine == "vllm":
         assert argv[:3] == ["vllm", "serve", target]
+        if not speculative:
+            return
         config = json.loads(argv[argv.index("--speculative-config") + 1])
         if "model" in config:
             assert config["model"] == checkpoint
@@ -222,7 +228,7 @@ def test_every_builtin_drafters_plan_commands_paste_exactly(shell: Shell, slug: 
         assert s is not None
         for c in setting_commands(plan, s):  # type: ignore[arg-type]
             emitted += 1
-            _check_command(shell, c, target, drafter.checkpoint)
+            _check_command(shell, c, target, drafter.checkpoint, speculative=s.nodes > 0)
             flag = "--max-num-seqs" if c.engine == "vllm" else "--max-running-requests"
             assert list(c.argv[-2:]) == [flag, str(s.batch)]
     assert (emitted > 0) == (slug not in NO_ENGINE)

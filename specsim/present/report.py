@@ -338,7 +338,8 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
     for d in plan.drafters:
         if d.profile is not None:
             rows.append({"assumption": f"acceptance of {d.name}",
-                         "value": acceptance_text(d),
+                         "value": f"{acceptance_text(d)}: {d.profile.provenance}"
+                         if d.profile.provenance else acceptance_text(d),
                          "source": without_checkout(d.profile.source)})
     rows += [
         {"assumption": "memory", "value": f"{DEFAULT_MEMORY_FRACTION:.0%} of HBM usable, "
@@ -414,7 +415,22 @@ def answer_text(plan: Plan) -> str:
                      "last section): at this load speculation hardly pays.")
     elif p is None and s.nodes:
         text += " Plain decoding cannot meet this SLO."
+    part = next((d for d in plan.drafters if d.name == s.drafter), None)
+    if s.nodes and part is not None and part.profile is not None:
+        text += " " + acceptance_sentence(part)
     return text
+
+
+def acceptance_sentence(d: DrafterPlan) -> str:
+    """Which acceptance the answer used and where it comes from; a proxy says so first."""
+    assert d.profile is not None
+    where = d.profile.provenance or "as given"
+    warn = ("It rests on a PROXY acceptance: measure this drafter on your traffic "
+            "(`specsim acceptance fit`) before buying GPUs. " if d.profile.is_proxy else "")
+    return (f"{warn}Acceptance used for {d.name}: {acceptance_text(d)} "
+            f"(\u03c4 = {d.profile.tau(d.profile.measured_positions or 1):.2f} at "
+            f"{d.profile.measured_positions or 1} draft tokens), {where}; source: "
+            f"{without_checkout(d.profile.source)}.")
 
 
 def _section_answer(plan: Plan, add: Callable[..., None]) -> None:

@@ -187,6 +187,12 @@ class AcceptanceProfile:
             the first position's alpha), not measured on trees.
         measured_on: "chain", "tree" (a tree's tau read as a chain's: optimistic) or "proxy"
             (another drafter's or pair's number).
+        task: the kind of prompts it was measured on, as a workload's `task` names it
+            ("chat" for MT-Bench, "code", "math", ...); "" where not stated.
+        measured_with: the Hub id of the drafter checkpoint it was measured with (a workload's
+            entries; "" where not stated).
+        provenance: how the acceptance was chosen for the drafter it is used for, one line
+            (`Workload.profile_for`); "" where it was given directly.
     """
 
     position_alphas: tuple[float, ...] = ()
@@ -195,6 +201,14 @@ class AcceptanceProfile:
     measured_positions: int | None = None
     ranks_from_chain: bool = False
     measured_on: str = "chain"
+    task: str = ""
+    measured_with: str = ""
+    provenance: str = ""
+
+    @property
+    def is_proxy(self) -> bool:
+        """Another drafter's or pair's number stands for this drafter's."""
+        return self.measured_on == "proxy"
 
     def __post_init__(self) -> None:
         alphas = _probabilities(np.asarray(self.position_alphas, dtype=np.float64).ravel(),

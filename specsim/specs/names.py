@@ -7,6 +7,8 @@
 - A drafter's `checkpoint` is a Hub id or an explicit local path (absolute, or starting with
   `./` or `../`, so that it can never be read as a Hub id), with no control characters; the
   engine commands quote it for the shell.
+- A task (a workload's `task`, an acceptance block's `task`: the kind of prompts it was
+  measured on) is a lowercase slug: 1-40 of `[a-z0-9-]`, starting with a letter or digit.
 - A display name (`name` of a model, drafter, hardware, engine or workload) is at most
   MAX_NAME_CHARS characters with no control characters (C0, DEL, C1 including ESC, line or
   paragraph separators, bidirectional overrides).
@@ -25,7 +27,7 @@ from specsim.specs.io import Fields, show
 
 __all__ = ["MAX_NAME_CHARS", "MAX_PATH_CHARS", "checkpoint_problem", "display_name_problem",
            "hub_id_problem", "is_hub_id", "one_line", "read_checkpoint", "read_display_name",
-           "read_hub_id", "require"]
+           "read_hub_id", "read_task", "require", "task_problem"]
 
 # Longest display name accepted, characters.
 MAX_NAME_CHARS = 200
@@ -35,6 +37,7 @@ MAX_PATH_CHARS = 4096
 MAX_HUB_PART_CHARS = 96
 
 _HUB_PART = re.compile(r"[A-Za-z0-9._-]+", re.ASCII)
+_TASK = re.compile(r"[a-z0-9][a-z0-9-]{0,39}", re.ASCII)
 # What a terminal or a renderer acts on rather than shows, as a regex character class (the one
 # definition; the terminal and Markdown escapers use it too): C0 controls but tab and newline
 # (ESC starts escape sequences, CR and BS rewrite the line), DEL, C1 controls (CSI and OSC as
@@ -108,12 +111,18 @@ def display_name_problem(value: str) -> str:
     return _control_problem(value)
 
 
+def task_problem(value: str) -> str:
+    """'' when `value` is a task slug ("chat", "code", "long-context"), else why not."""
+    return "" if _TASK.fullmatch(value) else "is not a task slug"
+
+
 Check = Callable[[str], str]
 
 _VALID: dict[Check, str] = {
     hub_id_problem: "a Hugging Face Hub id such as Org/Model-Name",
     checkpoint_problem: "a Hugging Face Hub id such as Org/Model-Name, or a local path "
                         "starting with '/', './' or '../'",
+    task_problem: "a lowercase slug of at most 40 letters, digits and '-' (chat, code, math)",
     display_name_problem: f"a name of at most {MAX_NAME_CHARS} characters without control "
                           "characters",
 }
@@ -147,6 +156,11 @@ def read_hub_id(f: Fields, key: str, default: str | None = None) -> str:
 def read_checkpoint(f: Fields, key: str, default: str | None = None) -> str:
     """Field `key` of a spec as a Hub id or an explicit local path."""
     return _read(f, key, checkpoint_problem, default)
+
+
+def read_task(f: Fields, key: str = "task", default: str | None = None) -> str:
+    """Field `key` of a spec as a task slug."""
+    return _read(f, key, task_problem, default)
 
 
 def read_display_name(f: Fields, key: str = "name", default: str | None = None) -> str:

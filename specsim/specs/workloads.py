@@ -14,6 +14,21 @@ acceptance `alpha` (a list, or one number for every position), optionally per-ra
 `ranks` for trees, or a published mean acceptance length `tau` of a chain of `gamma` draft
 tokens from which a constant alpha is derived. Without `ranks`, trees use the article's
 candidate-rank model a_j = alpha (1 - alpha)^j with alpha the first position's acceptance.
+An acceptance block may say what it was measured on: `task` (the kind of prompts, as a
+workload's `task` names them: chat for MT-Bench, code, math, ...) and, in a workload,
+`measured_with` (the Hub id of the drafter checkpoint measured).
+
+Which acceptance a drafter gets on a workload (`Workload.profile_for`), first that applies:
+
+1. the workload's own statement for its family (or its default block) where it names no
+   drafter: the user's file for their deployment;
+2. a measurement of this drafter (the workload's entry `measured_with` its checkpoint, or the
+   drafter's own `acceptance`) on the workload's task;
+3. a measurement of this drafter on another task, labelled with that task;
+4. another drafter's measurement of the same family on this workload, flagged as a proxy;
+5. the workload's default block (another family's drafter), flagged as a proxy.
+
+The profile returned says which in its `provenance`; 4 and 5 are `measured_on: proxy`.
 """
 
 from __future__ import annotations
@@ -32,7 +47,13 @@ from specsim.specs.acceptance import (
 )
 from specsim.specs.defaults import MAX_CONTEXT_TOKENS
 from specsim.specs.io import Fields, read_spec_file, resolve_path, show
-from specsim.specs.names import display_name_problem, read_display_name, require
+from specsim.specs.names import (
+    display_name_problem,
+    read_display_name,
+    read_hub_id,
+    read_task,
+    require,
+)
 
 
 class HasFamily(Protocol):
@@ -41,6 +62,15 @@ class HasFamily(Protocol):
 
     @property
     def family(self) -> str: ...
+
+    @property
+    def slug(self) -> str: ...
+
+    @property
+    def checkpoint(self) -> str: ...
+
+    @property
+    def acceptance(self) -> AcceptanceProfile | None: ...
 
 
 def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
@@ -62,7 +92,9 @@ def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
             measured_positions=f.integer("gamma") if f.has("tau") else len(alphas),
             ranks_from_chain=not f.has("ranks"),
             measured_on=f.choice("measured_on", ("chain", "tree", "proxy"), "chain")
-            if f.has("measured_on") else "chain")
+            if f.has("measured_on") else "chain",
+            task=read_task(f) if f.has("task") else "",
+            measured_with=read_hub_id(f, "measured_with") if f.has("measured_with") else "")
     except SpecError as err:
         raise f.error("", str(err)) from None
 
@@ -160,23 +192,59 @@ class Workload:
     by_family: dict[str, AcceptanceProfile] = field(default_factory=dict)
     lengths_given: bool = True
     path: str = ""
+    task: str = ""
 
     def acceptance_for(self, family: str | None) -> AcceptanceProfile:
-        """The acceptance of a drafter of this family (the default block if none is listed)."""
+        """The acceptance block of a drafter family (the default block if none is listed), as
+        the file gives it; a drafter's own acceptance comes from `profile_for`."""
         return self.by_family.get(family or "", self.acceptance)
 
     def profile_for(self, drafter: HasFamily | None) -> AcceptanceProfile:
-        """The drafter's family's profile, else the workload's default."""
-        return self.acceptance_for(None if drafter is None else drafter.family)
+        """The acceptance `drafter` has on this workload, with its `provenance` (the order is
+        in the module docstring); None: the default block."""
+        if drafter is None:
+            return self.acceptance
+        family = self.by_family.get(drafter.family)
+        entries = [p for p in (family, self.acceptance) if p is not None]
+        own = drafter.acceptance
+        mine = [p for p in entries if drafter.checkpoint and p.measured_with == drafter.checkpoint]
+        given = family if family is not None else self.acceptance
+        if not given.measured_with:
+            if given.provenance:  # given for every drafter (`with_acceptance`)
+                return given
+            return replace(given, provenance=f"the workload's acceptance for {drafter.family} "
+                           f"({self.path or self.slug}; it names no drafter checkpoint)")
+        here = [p for p in mine if (p.task or self.task) == self.task]
+        if own is not None and own.task == self.task:
+            here.append(own)
+        if here:
+            return replace(here[0], provenance=f"{drafter.slug}'s own measurement on "
+                           f"{self.task}" + (" (itself a proxy)" if here[0].is_proxy else ""))
+        elsewhere = mine + ([own] if own is not None else [])
+        if elsewhere:
+            p = elsewhere[0]
+            task = p.task or "an unstated task"
+            return replace(p, provenance=f"{drafter.slug}'s own measurement on {task}, used "
+                           f"for {self.task} (none on {self.task})"
+                           + (" (itself a proxy)" if p.is_proxy else ""))
+        other = given.measured_with
+        what = f"the {drafter.family} family's" if family is not None else \
+            "the workload's default"
+        return replace(given, measured_on="proxy", provenance=(
+            f"PROXY: {what} acceptance on {given.task or self.task}, measured with {other}, "
+            f"not with {drafter.slug} (no measurement of it was found; measure it with "
+            "`specsim acceptance fit`)"))
+
+    def with_acceptance(self, profile: AcceptanceProfile) -> Workload:
+        """The same lengths with one profile for every drafter (a fitted measurement)."""
+        return replace(self, by_family={}, acceptance=replace(
+            profile, measured_with="", provenance=f"given for every drafter ({profile.source})"))
 
     @property
     def decode_context_tokens(self) -> float:
         """Mean cached tokens of a decoding request: its prompt plus half its output."""
         return self.prompt.mean + self.output.mean / 2
 
-    def with_acceptance(self, profile: AcceptanceProfile) -> Workload:
-        """The same lengths with one profile for every drafter (a fitted measurement)."""
-        return replace(self, acceptance=profile, by_family={})
 
 
 def _lengths(f: Fields, key: str, where: str) -> LengthDistribution | None:
@@ -220,7 +288,8 @@ def load_workload(name: str) -> Workload:
     workload = Workload(slug=path.stem, name=read_display_name(f),
                         source=str(f.value("source") or spec.path), context=context,
                         prompt=prompt, output=output, acceptance=default, by_family=families,
-                        lengths_given=given, path=spec.path)
+                        lengths_given=given, path=spec.path,
+                        task=read_task(f, "task", path.stem) if f.has("task") else path.stem)
     f.value("from_probs")  # the record `acceptance from-probs` keeps of its run (not read)
     f.check_unknown()
     return workload

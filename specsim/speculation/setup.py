@@ -32,14 +32,15 @@ from specsim.speculation.speedup import Setup
 def choose_acceptance(*, alpha: float | None, workload: Workload | None,
                       drafter: Drafter | None, allow_none: bool = False
                       ) -> AcceptanceProfile | None:
-    """The acceptance to use: alpha, else the workload's, else the drafter's published one
-    (None only with `allow_none`, when a ranks file will give it)."""
+    """The acceptance to use: alpha, else the drafter's on the workload (`Workload.profile_for`:
+    its own measurement before another drafter's of its family, with its provenance), else the
+    drafter's published one (None only with `allow_none`, when a ranks file will give it)."""
     if alpha is not None and workload is not None:
         raise parameter_error("alpha", "give a constant alpha or a workload, not both")
     if alpha is not None:
         return constant_profile(alpha)
     if workload is not None:
-        return workload.acceptance_for(None if drafter is None else drafter.family)
+        return workload.profile_for(drafter)
     if drafter is not None and drafter.acceptance is not None:
         return drafter.acceptance
     if allow_none:
