@@ -78,6 +78,26 @@ def test_validate_times_every_published_row_as_speedup_does() -> None:
             assert round_s == pytest.approx(float(table.round_s[0, 0]), rel=1e-12), row.id
 
 
+def test_validate_times_every_row_at_once_as_one_by_one() -> None:
+    """A fit times every row of an engine in one call per engine (`PartsTimer`): the same
+    (step, round) as each wave's own `RoundParts.times`, to the last bit, at the shipped terms
+    and at terms away from them (graph and eager engines, synchronous and overlapped)."""
+    from specsim.measurement.validate import PartsTimer
+
+    waves = _row_waves()
+    by_engine: dict[str, list[Any]] = {}
+    for row, parts in waves:
+        by_engine.setdefault(row.engine, []).append(parts)
+    assert len(by_engine) >= 3
+    assert {p.engine.spec_overlap for _, p in waves} == {False, True}
+    for slug, parts in by_engine.items():
+        shipped = _shipped_terms(load_engine(slug))
+        timer = PartsTimer(parts)
+        for terms in (shipped, {k: 1.7 * v + 1e-5 for k, v in shipped.items()}):
+            times = timer(terms)
+            assert [times[id(p)] for p in parts] == [p.times(terms) for p in parts], slug
+
+
 def test_round_time_by_hand() -> None:
     """A CUDA-graph engine, per_pass 1 ms, per_request 0.1 ms, drafter_pass 0.2 ms, round 1 ms,
     round_request 0.05 ms, batch 4: step = 5 + 1 + 0.4 = 6.4 ms; verify = 7 + 1.4 = 8.4 ms;

@@ -77,6 +77,49 @@ class RoundParts:
         return float(rt.step_s), float(rt.round_s)
 
 
+Times = dict[int, tuple[float, float]]  # (step, round) seconds by id() of a RoundParts
+
+
+class PartsTimer:
+    """`RoundParts.times` of many parts at once: one `engine_time.counted_round_time` call per
+    engine (and spec_overlap) over arrays of the parts' kernel times and op counts, element by
+    element the same numbers as each part's own call. A fit evaluates every row at each of its
+    trial terms, and timing the rows one by one was most of `specsim plan`'s time."""
+
+    FIELDS = ("batch", "baseline_s", "verify_s", "draft_s", "passes")
+
+    def __init__(self, parts: list[RoundParts]) -> None:
+        self._parts = parts  # kept alive: their id()s key the times
+        by_engine: list[tuple[Engine, dict[int, RoundParts]]] = []
+        for p in parts:
+            group = next((g for e, g in by_engine if e is p.engine or e == p.engine), None)
+            if group is None:
+                by_engine.append((p.engine, group := {}))
+            group[id(p)] = p
+        self._groups: list[tuple[Engine, list[int], engine_time.OpCounts,
+                                 dict[str, np.ndarray]]] = []
+        for engine, members in by_engine:
+            counts = [engine_time.op_counts(engine, p.target, p.drafter)
+                      for p in members.values()]
+            columns = {name: np.array([getattr(c, name) for c in counts], dtype=np.float64)
+                       for name in ("target", "drafter", "round", "loop")}
+            self._groups.append((engine, list(members), engine_time.OpCounts(**columns), {
+                name: np.array([getattr(p, name) for p in members.values()], dtype=np.float64)
+                for name in self.FIELDS}))
+
+    def __call__(self, terms: dict[str, float]) -> Times:
+        """(step, round) of every part with these engine terms."""
+        out: Times = {}
+        for engine, ids, counts, a in self._groups:
+            rt = engine_time.counted_round_time(
+                _with_terms(engine, terms), counts, batch=a["batch"],
+                step_gpu_s=a["baseline_s"], verify_gpu_s=a["verify_s"],
+                draft_gpu_s=a["draft_s"], passes=a["passes"])
+            out.update(zip(ids, zip(rt.step_s.tolist(), rt.round_s.tolist(), strict=True),
+                           strict=True))
+        return out
+
+
 _ENGINES: dict[tuple[str, bool, tuple[tuple[str, float], ...]], tuple[Engine, Engine]] = {}
 
 
@@ -105,11 +148,13 @@ class Run:
 
     waves: tuple[tuple[RoundParts, int], ...]
 
-    def predict(self, metric: str, tau: float, terms: dict[str, float]) -> float:
-        """The run's metric (see METRICS, relative_speedup aside) with these engine terms."""
+    def predict(self, metric: str, tau: float, terms: dict[str, float],
+                times: Times | None = None) -> float:
+        """The run's metric (see METRICS, relative_speedup aside) with these engine terms
+        (times: its parts' times with them, computed beforehand by a `PartsTimer`)."""
         baseline = round_s = requests = 0.0
         for parts, count in self.waves:
-            step, rnd = parts.times(terms)
+            step, rnd = parts.times(terms) if times is None else times[id(parts)]
             baseline += count * step
             round_s += count * rnd
             requests += count * parts.batch
@@ -321,14 +366,21 @@ class Sample:
     reference: Run | None = None
     reference_tau: float = 1.0  # a speedup_versus row's reference's tau
 
-    def predict(self, terms: dict[str, float]) -> float:
+    def predict(self, terms: dict[str, float], times: Times | None = None) -> float:
         if self.reference is None:
-            return self.run.predict(self.metric, self.tau, terms)
+            return self.run.predict(self.metric, self.tau, terms, times)
         if self.metric == "speedup_versus":
-            return (self.run.predict("tokens_per_s", self.tau, terms)
-                    / self.reference.predict("tokens_per_s", self.reference_tau, terms))
-        return (self.run.predict("speedup", 1.0, terms)
-                / self.reference.predict("speedup", 1.0, terms))
+            return (self.run.predict("tokens_per_s", self.tau, terms, times)
+                    / self.reference.predict("tokens_per_s", self.reference_tau, terms,
+                                             times))
+        return (self.run.predict("speedup", 1.0, terms, times)
+                / self.reference.predict("speedup", 1.0, terms, times))
+
+    @property
+    def parts(self) -> list[RoundParts]:
+        """Every RoundParts its prediction times."""
+        runs = [self.run] if self.reference is None else [self.run, self.reference]
+        return [parts for run in runs for parts, _ in run.waves]
 
 
 def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
@@ -343,9 +395,12 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     high = np.array([engine.fit_range(k)[1] for k in names])
     middle, span = (low + high) / 2, high - low
 
+    timer = PartsTimer([parts for sample in samples for parts in sample.parts])
+
     def residuals(x: np.ndarray) -> np.ndarray:
         t = {**terms, **dict(zip(names, (float(v) for v in x), strict=True))}
-        errors = [np.log(sample.predict(t) / sample.measured) for sample in samples]
+        times = timer(t)
+        errors = [np.log(sample.predict(t, times) / sample.measured) for sample in samples]
         return np.concatenate([errors, RIDGE * (x - middle) / span])
 
     # Starts from a grid inside the bounds, never the YAML's shipped values (fitted on every
@@ -378,7 +433,9 @@ def validate(rows: list[PublishedRow]) -> list[Validation]:
         if row.id not in samples:
             out[row.id] = Validation(row=row, reason=_reason(row, rows))
             continue
-        engine = engines.setdefault(row.engine, load_engine(row.engine))
+        if row.engine not in engines:
+            engines[row.engine] = load_engine(row.engine)
+        engine = engines[row.engine]
         # the rows of one source share their fit
         held_out = (row.engine, row.source_key if (row.engine, row.source_key) in fitting
                     else None)
@@ -431,7 +488,9 @@ def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[s
             reference = by_id[row.versus or ""]
             if unpredictable(reference) not in ("", NO_MEASURED):
                 continue
-        engine = engines.setdefault(row.engine, load_engine(row.engine))
+        if row.engine not in engines:
+            engines[row.engine] = load_engine(row.engine)
+        engine = engines[row.engine]
         out[row.id] = Sample(run=run(row, engine), metric=found[0], tau=float(row.tau or 1.0),
                              measured=found[1],
                              reference=None if reference is None else run(reference, engine),

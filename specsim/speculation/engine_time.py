@@ -166,7 +166,8 @@ def pass_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, kernels: float,
                    batch)
 
 
-def _pass_s(engine: Engine, gpu: FloatArray, kernels: float, batch: ArrayLike) -> FloatArray:
+def _pass_s(engine: Engine, gpu: FloatArray, kernels: float | FloatArray, batch: ArrayLike
+            ) -> FloatArray:
     """Seconds of one target pass whose kernels take `gpu` achieved seconds."""
     host = kernels * engine.op_host_s if engine.eager else 0.0
     b = np.asarray(batch, dtype=np.float64)
@@ -187,8 +188,8 @@ def draft_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, passes: ArrayLike
                     kernels_per_pass)
 
 
-def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike, kernels_per_pass: float
-             ) -> FloatArray:
+def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike,
+             kernels_per_pass: float | FloatArray) -> FloatArray:
     """Seconds of `passes` sequential drafter passes whose kernels take `gpu` achieved seconds."""
     p = np.asarray(passes, dtype=np.float64)
     host = p * kernels_per_pass * engine.op_host_s if engine.eager else 0.0
@@ -198,11 +199,16 @@ def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike, kernels_per_pas
 
 def round_host_s(engine: Engine, drafter: Drafter | None) -> float:
     """Host seconds per round outside the passes: counted ops plus the engine's round term."""
+    return float(_round_host_s(engine, round_kernels(engine, drafter),
+                               loop_share(engine, drafter)))
+
+
+def _round_host_s(engine: Engine, round_ops: float | FloatArray, loop: float | FloatArray
+                  ) -> float | FloatArray:
+    """`round_host_s` of a round with these counted ops and share of the engine's round_s."""
     if not engine.eager:
         return engine.round_s
-    family = NO_DRAFTER if drafter is None else drafter.family
-    return (round_kernels(engine, drafter) * engine.op_host_s
-            + engine.ops(family, "loop") * engine.round_s)
+    return round_ops * engine.op_host_s + loop * engine.round_s
 
 
 def round_request_s(engine: Engine, batch: ArrayLike) -> FloatArray:
@@ -216,7 +222,13 @@ def round_host_parts(engine: Engine, drafter: Drafter | None, batch: ArrayLike
                      ) -> tuple[FloatArray, FloatArray]:
     """(added to a round, overlapped with its GPU part) host seconds per round, per batch:
     the round's host work goes to one or the other by the engine's `spec_overlap`."""
-    host = np.asarray(round_host_s(engine, drafter) + round_request_s(engine, batch))
+    return _round_host_parts(engine, round_host_s(engine, drafter), batch)
+
+
+def _round_host_parts(engine: Engine, round_host: float | FloatArray, batch: ArrayLike
+                      ) -> tuple[FloatArray, FloatArray]:
+    """`round_host_parts` of a round whose host seconds outside the passes are round_host."""
+    host = np.asarray(round_host + round_request_s(engine, batch))
     zero = np.zeros_like(host)
     return (zero, host) if engine.spec_overlap else (host, zero)
 
@@ -247,6 +259,25 @@ class RoundTime:
         return np.asarray(np.maximum(self.verify_s + self.draft_s + self.host_s, self.hidden_s))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpCounts:
+    """What the round-time formula counts of a target and drafter on an engine (none of it a
+    term validate fits): floats for one setting, or arrays over many settings on one engine
+    (validate times every row of a fit in one call, element by element the same numbers)."""
+
+    target: float | FloatArray  # ops (kernels) of one target pass: `model_kernels`
+    drafter: float | FloatArray  # of one sequential drafter pass: `drafter_kernels`
+    round: float | FloatArray  # per round outside the passes: `round_kernels`
+    loop: float | FloatArray  # share of the engine's round_s a round pays: `loop_share`
+
+
+def op_counts(engine: Engine, target: Model, drafter: Drafter | None) -> OpCounts:
+    """The `OpCounts` of a target and drafter on an engine."""
+    return OpCounts(target=model_kernels(engine, target),
+                    drafter=drafter_kernels(engine, drafter),
+                    round=round_kernels(engine, drafter), loop=loop_share(engine, drafter))
+
+
 def round_time(engine: Engine, target: Model, drafter: Drafter | None, *, batch: ArrayLike,
                step_gpu_s: ArrayLike, verify_gpu_s: ArrayLike, draft_gpu_s: ArrayLike,
                passes: ArrayLike) -> RoundTime:
@@ -257,14 +288,24 @@ def round_time(engine: Engine, target: Model, drafter: Drafter | None, *, batch:
     plain decoding step's kernels, of the verification pass's and of all the round's drafter
     passes'; passes: sequential drafter passes per round (0: no drafting). All broadcast.
     """
+    return counted_round_time(engine, op_counts(engine, target, drafter), batch=batch,
+                              step_gpu_s=step_gpu_s, verify_gpu_s=verify_gpu_s,
+                              draft_gpu_s=draft_gpu_s, passes=passes)
+
+
+def counted_round_time(engine: Engine, counts: OpCounts, *, batch: ArrayLike,
+                       step_gpu_s: ArrayLike, verify_gpu_s: ArrayLike, draft_gpu_s: ArrayLike,
+                       passes: ArrayLike) -> RoundTime:
+    """`round_time` with the target's and drafter's op counts given (`op_counts`), which may
+    be arrays that broadcast with the other arguments: many settings on one engine at once."""
     b = np.asarray(batch, dtype=np.float64)
-    kernels = model_kernels(engine, target)
-    added, hidden = round_host_parts(engine, drafter, b)
+    added, hidden = _round_host_parts(engine, _round_host_s(engine, counts.round, counts.loop),
+                                      b)
     return RoundTime(
-        step_s=_pass_s(engine, np.asarray(step_gpu_s, dtype=np.float64), kernels, b),
-        verify_s=_pass_s(engine, np.asarray(verify_gpu_s, dtype=np.float64), kernels, b),
+        step_s=_pass_s(engine, np.asarray(step_gpu_s, dtype=np.float64), counts.target, b),
+        verify_s=_pass_s(engine, np.asarray(verify_gpu_s, dtype=np.float64), counts.target, b),
         draft_s=_draft_s(engine, np.asarray(draft_gpu_s, dtype=np.float64), passes,
-                         drafter_kernels(engine, drafter)),
+                         counts.drafter),
         host_s=added, hidden_s=hidden)
 
 
