@@ -2,11 +2,14 @@
 
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from specsim.cli.common import JsonOpt, command_group, echo, emit, to_json
+from specsim.cli.common import JsonOpt, command_group, echo, emit, note, to_json
+
+if TYPE_CHECKING:
+    from specsim.specs.drafters import Drafter
 
 hardware_app = command_group("hardware", "Built-in GPU profiles (datasheet numbers with sources).")
 models_app = command_group("models", "Target model specs (numbers from each config.json).")
@@ -141,11 +144,15 @@ def drafters_import(
     name: Annotated[str | None, typer.Option(help="Drafter name.")] = None,
     source: Annotated[str | None, typer.Option(
         help="Where the config came from (URL); recorded as the source of every number.")] = None,
+    checkpoint: Annotated[str | None, typer.Option(
+        help="Hub repo id (owner/name) of the drafter's weights, which the engine commands "
+             "load (default: the Hub repo the config was read from, else the config's "
+             "_name_or_path when it is a Hub id).")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Turn a published drafter's config.json into a drafter YAML, checked against its target."""
     from specsim.errors import SpecError
-    from specsim.specs.drafter_import import import_drafter
+    from specsim.specs.drafter_import import check_hub_repo, import_drafter
     from specsim.specs.drafters import load_drafter
     from specsim.specs.hf_import import locate_config, read_config
     from specsim.specs.models import load_model
@@ -154,12 +161,16 @@ def drafters_import(
 
     if name is not None:
         require(name, display_name_problem, "option --name")
+    if checkpoint is not None:
+        check_hub_repo(checkpoint)
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     found = locate_config(config)
+    repo = None if Path(config).exists() else config  # not a file: read from this Hub repo
     model = load_model(target)
     spec = import_drafter(read_config(found.path), target=model, target_name=target,
                           name=name or found.name, source=source or found.source,
-                          where=str(found.path), family=family)
+                          where=str(found.path), family=family, checkpoint=checkpoint,
+                          repo=repo)
     # Check the spec in a scratch folder first: an invalid config leaves an existing --out as
     # it was.
     with tempfile.TemporaryDirectory() as scratch:
@@ -171,8 +182,22 @@ def drafters_import(
             raise SpecError(str(err).replace(str(trial), f"{found.path} (as a drafter spec)")) \
                 from None
     write_yaml(out, spec, force=force)
+    weights = _checkpoint_text(drafter, checkpoint, repo)
     echo(f"wrote {out}: {drafter.family} drafter for {model.name}, "
-         f"{drafter.params() / 1e9:.3f}B own parameters")
+         f"{drafter.params() / 1e9:.3f}B own parameters{weights}")
+    if not drafter.checkpoint:
+        note(f"note: {out} names no checkpoint (the config names no Hub repo of its own); "
+             "the engine commands need one: import again with --checkpoint <owner/name> --force")
+
+
+def _checkpoint_text(drafter: "Drafter", given: str | None, repo: str | None) -> str:
+    """', checkpoint X' and where it came from, for the `drafters import` line."""
+    text = f", checkpoint {drafter.checkpoint}" if drafter.checkpoint else ""
+    if not text or given is not None:
+        return text
+    if repo is not None:
+        return f"{text} (the Hub repo the config was read from)"
+    return f"{text} (the config's _name_or_path; pass --checkpoint if that is not the drafter's)"
 
 
 _register_drafters_import()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from specsim.engines.base import EngineAdapter, EngineCommand, register, target_id, tp_args
 from specsim.errors import SpecError
+from specsim.specs.drafter_import import checkpoint_hint
 from specsim.specs.names import one_line
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
     builtin = _builtin_draft(rules, algorithm, setup.target.architecture)
     if not drafter.checkpoint and not builtin:
         return [engine.refuse(f"{one_line(drafter.slug)} has no published checkpoint for "
-                              f"{rules['draft_flag']}")]
+                              f"{rules['draft_flag']}: {checkpoint_hint(drafter)}")]
     by_setting: dict[tuple[str, ...], list[int]] = {}
     for c in rec.engine_trees:
         if c.nodes and c.fits:

@@ -19,6 +19,7 @@ from specsim.engines.base import (
     tp_args,
 )
 from specsim.errors import SpecError
+from specsim.specs.drafter_import import checkpoint_hint
 from specsim.specs.names import one_line
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
         return [engine.unable(drafter)]
     if args.rules["methods"][method]["requires_model"] and not drafter.checkpoint:
         return [engine.refuse(f"{one_line(drafter.slug)} has no published checkpoint for "
-                              f"vLLM's 'model' (method {method})")]
+                              f"vLLM's 'model' (method {method}): {checkpoint_hint(drafter)}")]
     config = speculative_config(rec, drafter)
     if config is None:
         return [engine.refuse("speculation does not pay at any batch size that fits")]

@@ -12,18 +12,24 @@ Recognised checkpoints, by their config:
 
 The drafter reads the target's hidden states and proposes tokens of its vocabulary, so the
 hidden size and the vocabulary must match the target's; a mismatch is one line naming the key.
+
+The engine commands load the drafter's weights from its `checkpoint` (a Hub repo id): one given
+at import, else the Hub repo the config was read from, else the config's `_name_or_path` when it
+is one; `checkpoint_hint` says how to add one to a drafter that has none.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError, parameter_error
-from specsim.specs.drafters import FAMILIES
-from specsim.specs.io import show
+from specsim.specs.drafters import FAMILIES, Drafter
+from specsim.specs.io import builtin_dir, show
 from specsim.specs.models import Model
-from specsim.specs.names import display_name_problem, require
+from specsim.specs.names import display_name_problem, hub_id_problem, one_line, require
 
 Config = Mapping[str, Any]
 
@@ -88,8 +94,13 @@ def _layers(config: Config, where: str, hidden: int) -> dict[str, Any]:
 
 
 def import_drafter(config: Config, *, target: Model, target_name: str, name: str, source: str,
-                   where: str = "config.json", family: str | None = None) -> dict[str, Any]:
-    """The drafter spec mapping; `target_name` is recorded as its target (slug or path)."""
+                   where: str = "config.json", family: str | None = None,
+                   checkpoint: str | None = None, repo: str | None = None) -> dict[str, Any]:
+    """The drafter spec mapping; `target_name` is recorded as its target (slug or path).
+
+    checkpoint: the Hub repo id of its weights, as given (checked: `owner/name`); repo: the Hub
+    repo the config was read from (None for a local file). See `drafter_checkpoint`.
+    """
     require(name, display_name_problem, f"{where}: field 'name' of the drafter spec")
     fam = family if family is not None else drafter_family(config, where)
     if fam not in importable_families():
@@ -102,11 +113,15 @@ def import_drafter(config: Config, *, target: Model, target_name: str, name: str
     reader = FAMILIES[fam].config_reader
     if reader == "target_modules":
         hints = FAMILIES[fam].config_hints
-        return {**spec, **_target_modules(config, target, target_name, where, hints)}
-    _check_target(config, target, target_name, where)
-    hidden = _int(config, "hidden_size", where)
-    spec.update(_layers(config, where, hidden))
-    spec.update(_READERS[reader](config, target, where))
+        spec.update(_target_modules(config, target, target_name, where, hints))
+    else:
+        _check_target(config, target, target_name, where)
+        spec.update(_layers(config, where, _int(config, "hidden_size", where)))
+        spec.update(_READERS[reader](config, target, where))
+    found = drafter_checkpoint(config, family=fam, target=target, source=source,
+                               given=checkpoint, repo=repo)
+    if found is not None:
+        spec["checkpoint"] = found
     return spec
 
 
@@ -155,3 +170,64 @@ _READERS: dict[str, Callable[[Config, Model, str], dict[str, Any]]] = {
     "llama_layer_draft_vocab": _llama_layer_draft_vocab,
     "block": _block,
 }
+
+
+# ----------------------------------------------------------------------------- checkpoint
+
+# What a `--checkpoint` must look like, for the one-line refusal.
+_HUB_REPO = "a Hugging Face Hub repo id owner/name, e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+
+
+def check_hub_repo(value: str, parameter: str = "checkpoint") -> str:
+    """`value` when it is a Hub repo id `owner/name` (huggingface_hub's rules, owner required),
+    else a SpecError about `parameter` (the command line shows it as its option)."""
+    problem = hub_id_problem(value) if "/" in value else "has no '/'"
+    if problem:
+        raise parameter_error(parameter, f"{show(value)} {problem}; need {_HUB_REPO}")
+    return value
+
+
+def drafter_checkpoint(config: Config, *, family: str, target: Model, source: str,
+                       given: str | None = None, repo: str | None = None
+                       ) -> dict[str, str] | None:
+    """The spec's `checkpoint` field ({value, source}), or None when nothing names one.
+
+    In order: `given` (--checkpoint); `repo`, the Hub repo the config was read from; the
+    config's `_name_or_path` when it is a Hub repo id `owner/name` (not a local path) and not
+    the target's own id (the base model a drafter was initialised from), unless the family's
+    layers ship inside the target's checkpoint (MTP). `source`: where the config came from.
+    """
+    if given is not None:
+        value = check_hub_repo(given)
+        return {"value": value,
+                "source": f"https://huggingface.co/{value} (given with `drafters import "
+                          "--checkpoint`)"}
+    if repo is not None:
+        return {"value": repo, "source": f"https://huggingface.co/{repo} (the Hub repo the "
+                                         "config was read from)"}
+    named = config.get("_name_or_path")
+    if not isinstance(named, str) or "/" not in named or hub_id_problem(named):
+        return None
+    if named.lower() == target.hf_id.lower() and not FAMILIES[family].target_shaped_layers:
+        return None  # the base model it was initialised from, not the drafter's weights
+    return {"value": named, "source": f"{source}, key '_name_or_path'"}
+
+
+def checkpoint_hint(drafter: Drafter) -> str:
+    """How to give `drafter` a checkpoint, one line for an engine's refusal: the field to add
+    to its YAML, or for a file of one's own, the import that writes it."""
+    field = "`checkpoint: {value: <owner/name>, source: \"<where it is published>\"}`"
+    if not drafter.path:
+        return f"add {field} to its YAML"
+    if _is_builtin(drafter.path, "drafters"):
+        return f"add {field} to a copy of {one_line(drafter.path)} and pass that copy as --drafter"
+    model = drafter.target
+    target = model.slug if _is_builtin(model.path, "models") else model.path
+    command = (f"specsim drafters import <config.json> --target {shlex.quote(target)} "
+               f"--out {shlex.quote(drafter.path)} --force --checkpoint <owner/name>")
+    return f"add {field} to {one_line(drafter.path)} or re-import it with `{one_line(command)}`"
+
+
+def _is_builtin(path: str, kind: str) -> bool:
+    """Whether a spec's file is one of the built-in specs of `kind`."""
+    return bool(path) and Path(path).resolve().parent == builtin_dir(kind).resolve()
