@@ -8,7 +8,9 @@ mapping plus a `sources` table that maps each number's dotted path to its source
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import json
 import math
 import os
@@ -53,9 +55,15 @@ def builtin_dir(kind: str) -> Path:
     An installed wheel carries it as package data under specsim/_builtin/; a checkout (or an
     editable install) has it at the top of the repository.
     """
-    package = Path(__file__).resolve().parent.parent
+    package = _package_dir()
     installed = package / "_builtin" / _FOLDERS[kind]
     return installed if installed.is_dir() else package.parent / _FOLDERS[kind]
+
+
+@functools.cache
+def _package_dir() -> Path:
+    """The specsim package folder (resolved once: a loaded package does not move)."""
+    return Path(__file__).resolve().parent.parent
 
 
 def builtin_names(kind: str) -> list[str]:
@@ -387,9 +395,28 @@ def _node_done(stack: list[list[Any]], key: str) -> None:
         frame[2] = not frame[2]
 
 
+# Text -> its parsed value: a plan reads the same few dozen spec files over a hundred times.
+# The value depends on the text alone; each caller gets its own copy (callers may edit it).
+_PARSED: dict[str, Any] = {}
+_PARSED_MAX = 128  # texts kept
+_PARSED_MAX_CHARS = 2**17  # longer texts are parsed every time (a built-in spec: < 80 kB)
+
+
 def parse_yaml(text: str, where: Path | str) -> Any:
     """The one YAML reader for every input: the document's value (any type), or one SpecError
     line naming `where` (see the rules above this function)."""
+    if text in _PARSED:
+        return copy.deepcopy(_PARSED[text])
+    value = _parse_yaml(text, where)
+    if len(text) <= _PARSED_MAX_CHARS:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[text] = copy.deepcopy(value)
+    return value
+
+
+def _parse_yaml(text: str, where: Path | str) -> Any:
+    """`parse_yaml` without its cache."""
     try:
         _check_events(text, str(where))
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506  (a SafeLoader)
