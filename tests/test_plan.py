@@ -14,7 +14,8 @@ import pytest
 
 from specsim.errors import SpecError
 from specsim.present.report import SECTIONS, write_report
-from specsim.serving.capacity import Setting, best_setting, pareto_front
+from specsim.serving.capacity import Demand, Setting, best_setting, pareto_front
+from specsim.serving.latency import Latency
 from specsim.serving.plan import make_plan
 from specsim.serving.policies import dspark_allocation, round_profile, simulate_policies
 from specsim.serving.scenarios import LengthDistribution, load_scenario
@@ -82,12 +83,27 @@ def test_pareto_front_matches_brute_force() -> None:
 
 
 def test_gpus_for_target_by_hand() -> None:
+    lat = Latency(ttft_s=(0.01, 0.02, 0.03), itl_s=(0.01, 0.01, 0.02), tpot_s=0.005)
     s = Setting(drafter="d", tp=2, batch=8, shape="chain", nodes=3, depth=3, max_width=1,
                 tau=2.0, round_s=0.01, tokens_per_s_per_user=200.0, throughput_per_gpu=800.0,
-                ttft_s=0.01, ttft_p90_s=0.02)
+                latency=lat)
     # one replica = 2 GPUs x 800 = 1600 tokens/s; 10,000 needs ceil(6.25) = 7 replicas = 14 GPUs
     assert s.gpus_for(10_000) == 14
     assert s.gpus_for(1_600) == 2
+
+
+def test_demand_replicas_by_hand() -> None:
+    # 1,000 users at 300 per replica: ceil(3.33) = 4 replicas; at 250 exactly 4
+    users = Demand(users=1000)
+    assert users.replicas(np.array([300.0, 250.0, 1000.0]), 1.0).tolist() == [4, 4, 1]
+    # 10 requests/s of 500 output tokens = 5,000 tokens/s over 1,600 per replica: 4 replicas
+    rate = Demand(requests_per_s=10, output_tokens=500)
+    assert rate.rate_tokens_per_s == 5000
+    assert rate.replicas(8, 1600.0) == 4
+    with pytest.raises(SpecError, match="one demand"):
+        Demand(users=10, tokens_per_s=100)
+    with pytest.raises(SpecError, match="users"):
+        Demand(users=-1)
 
 
 def _article_setup() -> Setup:
@@ -179,9 +195,11 @@ def test_report_numbers_equal_the_library(small_report: tuple[object, Path]) -> 
     assert best is not None and best == plan.best  # type: ignore[attr-defined]
     md = (out / "report.md").read_text()
     assert f"{best.throughput_per_gpu:,.0f} output tokens/s per GPU" in md
-    assert f"For 50,000 tokens/s: {best.gpus_for(50_000)} GPUs" in md
+    assert best.gpus == best.gpus_for(50_000)
+    assert (f"{best.gpus} GPUs ({best.gpus // best.tp} replicas of TP {best.tp}) for 50,000 "
+            "output tokens/s") in md
     slo = (out / "slo.csv").read_text().splitlines()
-    assert slo[1].startswith("with speculation") and str(best.gpus_for(50_000)) in slo[1]
+    assert slo[1].startswith("with speculation") and f",{best.gpus}," in slo[1]
 
 
 def test_report_folder_is_not_overwritten(small_report: tuple[object, Path]) -> None:
@@ -268,11 +286,14 @@ def test_answer_names_the_command_of_its_own_setting(small_report: tuple[object,
     assert f"--max-running-requests {best.batch}" in sglang
     assert ("--tensor-parallel-size" in vllm) == (best.tp > 1)
     assert vllm in answer and sglang in answer
-    # the SLO, the target and plain decoding are stated in the Answer with their meaning
-    assert "at least 100 output tokens/s, i.e. at most 10 ms per output token" in answer
-    assert "50,000 output tokens/s across all users" in answer
+    # the SLO, the demand and plain decoding are stated in the Answer with their meaning
+    assert "at least 100 output tokens/s (TPOT at most 10 ms, --min-tokens-per-s-per-user)" \
+        in answer
+    assert f"{best.gpus} GPUs ({best.replicas} replicas of TP {best.tp}) for 50,000 output " \
+        "tokens/s" in answer
     plain = plan.best_plain  # type: ignore[attr-defined]
-    assert f"Plain decoding at the same SLO: TP {plain.tp}, batch {plain.batch:,}" in answer
+    assert (f"Without speculation: {plain.gpus} GPUs (TP {plain.tp}, batch {plain.batch:,} "
+            "per replica") in answer
 
 
 def test_speedup_curves_keep_the_best_candidate_per_node_count() -> None:
@@ -458,7 +479,7 @@ def test_time_to_first_token_carries_the_prompts_prefill() -> None:
     flops at 0.757 of the H100's 989.4 TFLOPS = 148 ms, attention and the rest on top. The
     long-context scenario's TTFT at its median prompt is at least its own prefill, and the
     chat scenario's p90 prompt waits longer than its median one."""
-    from specsim.serving.capacity import prompt_prefill_s, serving_table
+    from specsim.serving.capacity import prompt_prefill_s, serving_table, table_latency
     from specsim.speculation.setup import load_setup
     from specsim.speculation.speedup import Candidates
 
@@ -473,8 +494,9 @@ def test_time_to_first_token_carries_the_prompts_prefill() -> None:
         scenario = load_scenario(workload)
         table = serving_table(setup, scenario, plain, batch=[1, 8])
         own = prompt_prefill_s(dataclasses.replace(setup, context=0.0), scenario.prompt.median)
-        assert np.all(table.ttft_s >= own)
-        assert np.all(table.ttft_p90_s > table.ttft_s)
+        ttft, _ = table_latency(table, [0, 1], [0, 0])
+        assert np.all(ttft[:, 0] >= own)
+        assert np.all(ttft[:, 1] > ttft[:, 0]) and np.all(ttft[:, 2] > ttft[:, 1])
 
 
 @pytest.mark.parametrize("drafter", ["eagle3-llama-3.1-8b", "eagle-llama-3.1-8b",

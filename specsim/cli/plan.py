@@ -34,17 +34,37 @@ def plan(
     min_tokens_per_s_per_user: Annotated[float | None, typer.Option(
         help="SLO: output tokens/s each user must see (default 30).")] = None,
     target_throughput: Annotated[float | None, typer.Option(
-        help="Output tokens/s the whole service must deliver (sets the GPU count).")] = None,
+        help="Demand: output tokens/s the whole service must deliver.")] = None,
+    users: Annotated[float | None, typer.Option(
+        help="Demand: concurrent users, each served at the SLO (default 1,000 when no demand "
+        "is given).")] = None,
+    requests_per_s: Annotated[float | None, typer.Option(
+        help="Demand: requests per second, with the workload's prompt and output lengths.")
+    ] = None,
+    tp: Annotated[int | None, typer.Option(
+        "--tp", help="Pin the tensor-parallel degree (default: try 1, 2, 4 and 8).")] = None,
+    max_ttft_p90_ms: Annotated[float | None, typer.Option(
+        help="SLO: time to first token at p90, ms (prefill, queueing and the first round).")
+    ] = None,
+    max_itl_p99_ms: Annotated[float | None, typer.Option(
+        help="SLO: p99 gap between streamed chunks, ms (one chunk per round).")] = None,
     out: Annotated[Path, typer.Option(help="Report folder.")] = Path("specsim-report"),
     force: Annotated[bool, typer.Option(
         help="Replace an existing report folder whole (its old files go).")] = False,
 ) -> None:
-    """Capacity plan: best speculation setting, batch, TP and GPU count at an SLO, as a report.
+    """Capacity plan: best speculation setting, batch, TP and GPU count for a demand at an SLO.
+
+    Give one demand (--users, --requests-per-s or --target-throughput; default 1,000
+    concurrent users) and the SLO (--min-tokens-per-s-per-user, optionally --max-ttft-p90-ms and
+    --max-itl-p99-ms); the report answers the GPU count with and without speculation, the
+    latency users see (TTFT and inter-token gaps: median, p90, p99) and the engine commands,
+    each capped at the batch it was computed for.
 
     The report folder is written whole: into a hidden folder beside --out, then renamed into
     place; --out may not be a symbolic link (give the folder it points to).
     """
     from specsim.present.report import render_report
+    from specsim.serving.capacity import TP_DEGREES
     from specsim.serving.plan import make_plan
     from specsim.specs.outputs import OutputFolder
 
@@ -65,8 +85,10 @@ def plan(
     with folder:
         result = make_plan(hardware=hardware, model=model, drafters=drafter, engine=engine,
                            workload=workload, min_tokens_per_s_per_user=min_tokens_per_s_per_user,
-                           target_tokens_per_s=target_throughput, acceptance=profile,
-                           progress=progress)
+                           target_tokens_per_s=target_throughput, users=users,
+                           requests_per_s=requests_per_s, max_ttft_p90_ms=max_ttft_p90_ms,
+                           max_itl_p99_ms=max_itl_p99_ms, acceptance=profile,
+                           tps=TP_DEGREES if tp is None else (tp,), progress=progress)
         progress("writing the report")
         files = folder.publish(render_report(result))
     echo(f"wrote {out / 'report.md'}, {out / 'report.html'} and {len(files) - 2} plots and "

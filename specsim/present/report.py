@@ -190,66 +190,73 @@ def _section_pareto(plan: Plan, add: Callable[..., None]) -> None:
     add("table", rows=rows, csv="pareto.csv")
 
 
-def _setting_row(label: str, s: Setting | None, engines: tuple[str, ...], target: float | None
-                 ) -> Row:
+def _ms(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{x * 1e3:,.0f}"
+
+
+def _setting_row(label: str, s: Setting | None, engines: tuple[str, ...]) -> Row:
     if s is None:
         return {"option": label, "setting": "no setting meets the SLO"}
     what = "no speculation" if s.nodes == 0 else f"{s.drafter}: {_setting_text(s)}"
+    lat = s.latency
     return {"option": label, "setting": what,
             "engines": ", ".join(engines) or "-", "TP": s.tp,
             "batch": s.batch, "tau (tokens/round)": s.tau,
             "tokens/s per user": s.tokens_per_s_per_user,
             "tokens/s per GPU": s.throughput_per_gpu, "TPOT (ms)": s.tpot_s * 1e3,
-            "TTFT median (ms)": s.ttft_s * 1e3, "TTFT p90 (ms)": s.ttft_p90_s * 1e3,
-            "GPUs for target": s.gpus_for(target) if target else "-",
-            "replicas": s.gpus_for(target) // s.tp if target else "-"}
+            "TTFT p50/p90/p99 (ms)": " / ".join(_ms(x) for x in lat.ttft_s),
+            "ITL p50/p90/p99 (ms)": " / ".join(_ms(x) for x in lat.itl_s),
+            "GPUs": s.gpus or "-", "replicas": s.replicas or "-"}
+
+
+def slo_text(plan: Plan) -> str:
+    """The SLO in words, with the option that sets each bound."""
+    slo = plan.slo
+    parts = [f"every user sees at least {slo.min_tokens_per_s_per_user:g} output tokens/s "
+             f"(TPOT at most {1e3 / slo.min_tokens_per_s_per_user:,.0f} ms, "
+             "--min-tokens-per-s-per-user)" if slo.min_tokens_per_s_per_user > 0 else
+             "no per-user speed bound"]
+    if slo.max_ttft_p90_s is not None:
+        parts.append(f"TTFT p90 at most {slo.max_ttft_p90_s * 1e3:,.0f} ms (--max-ttft-p90-ms)")
+    if slo.max_itl_p99_s is not None:
+        parts.append(f"p99 gap between streamed chunks at most {slo.max_itl_p99_s * 1e3:,.0f} "
+                     "ms (--max-itl-p99-ms)")
+    return "; ".join(parts)
 
 
 def _section_slo(plan: Plan, add: Callable[..., None]) -> None:
-    slo, target = plan.min_tokens_per_s_per_user, plan.target_tokens_per_s
-    add("p", f"SLO: every user sees at least {slo:g} output tokens/s (time per output token "
-        f"TPOT at most {1e3 / slo:,.0f} ms)" if slo > 0 else "SLO: none")
-    add("p", (f"Target: {target:,.0f} output tokens/s in total; the setting shown needs the "
-              "fewest GPUs for it (TP x replicas)." if target else
-              "No --target-throughput given, so the setting with the most throughput per GPU "
-              "is shown (GPU count: give --target-throughput)."))
-    rows = [_setting_row("with speculation", plan.best, plan.best_engines, target),
-            _setting_row("plain decoding", plan.best_plain, plan.best_plain_engines, target)]
+    add("p", f"SLO: {slo_text(plan)}.")
+    add("p", f"Demand: {plan.demand.text()}; each option below needs the fewest GPUs for it "
+        "(TP x replicas). TTFT includes waiting for the next round, the prompt tokens queued "
+        "ahead and the prompt's own chunked prefill; ITL is the gap between streamed chunks "
+        "(one chunk per round: what `vllm bench serve` reports; a client that spreads a "
+        "chunk's gap over its tokens sees about TPOT).")
+    rows = [_setting_row("with speculation", plan.best, plan.best_engines),
+            _setting_row("plain decoding", plan.best_plain, plan.best_plain_engines)]
     keys = list(dict.fromkeys(k for r in rows for k in r))
     add("table", rows=[{k: r.get(k, "") for k in keys} for r in rows], csv="slo.csv")
     if plan.best is None and plan.best_plain is None:
         c = plan.closest
         add("p", "No setting meets this SLO. " + (
             f"The closest is {c.drafter} at TP {c.tp}, batch {c.batch}, "
-            f"{c.nodes} drafted nodes: {c.tokens_per_s_per_user:,.1f} tokens/s per user. "
-            "It would need a faster GPU, a smaller target, a stronger drafter or a lower SLO."
+            f"{c.nodes} drafted nodes: {c.tokens_per_s_per_user:,.1f} tokens/s per user, "
+            f"TTFT p90 {_ms(c.ttft_p90_s)} ms, ITL p99 {_ms(c.latency.itl_p99_s)} ms. "
+            "It would need a faster GPU, a smaller target, a stronger drafter or a looser SLO."
             if c else "Nothing fits in memory."))
 
 
 def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
+    from specsim.present.plots import policies_png
+    from specsim.serving.policies import ADAPTIVE, BEST_FIXED, DSPARK, GOODPUT, NONE
+
     sw = plan.policies
     if sw is None:
         add("p", "No drafter with an acceptance profile: no policy simulation.")
         return
-    rel = sw.relative_to_none()
-
-    def draw(ax: Any) -> None:
-        for j, name in enumerate(sw.policies):
-            ax.plot(sw.batch, rel[j], "o-", ms=3, label=name,
-                    color="k" if name == "none" else None)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("load: concurrent requests in the batch")
-        ax.set_ylabel("throughput / plain decoding")
-        ax.set_title(f"{plan.model.name} on {plan.hardware.name} with {plan.policy_drafter}: "
-                     "speculation policies over load", fontsize=9)
-        from matplotlib.ticker import FormatStrFormatter
-
-        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
-        ax.legend(fontsize=8)
+    rel, to_best = sw.relative_to_none(), sw.relative_to(BEST_FIXED)
     slower = [f"{p} from batch {int(sw.slower_than_none(p)[0])}" for p in sw.policies
               if p.startswith("fixed") and sw.slower_than_none(p).size]
+    dspark, goodput = to_best[sw.policies.index(DSPARK)], to_best[sw.policies.index(GOODPUT)]
     add("p", f"Simulated with {plan.policy_drafter}'s acceptance (per-request confidences "
         "drawn with a fixed seed) over a load sweep on the smallest TP group that fits: fixed "
         "draft lengths, DSpark's allocation of draft lengths across the batch, and a "
@@ -374,47 +381,42 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
 
 
 def answer_text(plan: Plan) -> str:
-    """The answer in words: setting, TP, batch, throughput, the SLO and target and what they
-    mean, and plain decoding at the same SLO."""
+    """The answer in words: setting, TP, batch, throughput, latency, the SLO and the demand,
+    the GPU count with and without speculation, why speculation pays or not, and the
+    acceptance used."""
     b, p = plan.best, plan.best_plain
-    slo, target = plan.min_tokens_per_s_per_user, plan.target_tokens_per_s
-    slo_text = (f"The SLO: every user sees at least {slo:g} output tokens/s, i.e. at most "
-                f"{1e3 / slo:,.0f} ms per output token (--min-tokens-per-s-per-user)"
-                if slo > 0 else "No per-user SLO")
-    goal = (f"the target: {target:,.0f} output tokens/s across all users "
-            "(--target-throughput); the setting is the one that needs the fewest GPUs for it"
-            if target else "no target throughput given, so the setting is the one with the "
-            "most output tokens/s per GPU (--target-throughput gives a GPU count)")
+    demand = plan.demand.text()
     if b is None and p is None:
-        return (f"No setting reaches {slo:g} tokens/s per user on {plan.hardware.name}; see "
-                f"the SLO section for the closest one. {slo_text}.")
+        return (f"No setting meets the SLO on {plan.hardware.name} ({slo_text(plan)}); see the "
+                "SLO section for the closest one.")
     s = b or p
     assert s is not None
     engines = plan.best_engines if b is not None else plan.best_plain_engines
+    lat = s.latency
     text = (f"Serve {plan.model.name} on {plan.hardware.name} for {plan.scenario.name} with "
             + ("no speculation" if s.nodes == 0 else f"{s.drafter}, {_setting_text(s)}"
                + (f" (runs on {' and '.join(engines)})" if engines else
                   " (no engine runs this drafter: specsim's model only)"))
-            + f", at TP {s.tp} with up to {s.batch:,} concurrent requests per replica: "
-            f"{s.throughput_per_gpu:,.0f} output tokens/s per GPU, each user seeing "
-            f"{s.tokens_per_s_per_user:,.0f} tokens/s (time to first token "
-            f"{s.ttft_s * 1e3:,.0f} ms at the median prompt). {slo_text}; {goal}.")
-    if target:
-        text += (f" For {target:,.0f} tokens/s: {s.gpus_for(target)} GPUs "
-                 f"({s.gpus_for(target) // s.tp} replicas of TP {s.tp}).")
+            + f", at TP {s.tp} with {s.batch:,} concurrent requests per replica: "
+            f"{s.gpus} GPUs ({s.replicas} replicas of TP {s.tp}) for {demand}. Each user "
+            f"sees {s.tokens_per_s_per_user:,.0f} tokens/s (TPOT {s.tpot_s * 1e3:,.1f} ms), "
+            f"time to first token {_ms(lat.ttft_s[0])} ms median / {_ms(lat.ttft_s[1])} ms "
+            f"p90 / {_ms(lat.ttft_s[2])} ms p99, gaps between streamed chunks "
+            f"{_ms(lat.itl_s[0])} / {_ms(lat.itl_s[1])} / {_ms(lat.itl_s[2])} ms; "
+            f"{s.throughput_per_gpu:,.0f} output tokens/s per GPU. SLO: {slo_text(plan)}.")
     gain = plan.throughput_gain
-    if p is not None and gain is not None:
-        text += (f" Plain decoding at the same SLO: TP {p.tp}, batch {p.batch:,}, "
-                 f"{p.throughput_per_gpu:,.0f} tokens/s per GPU at "
-                 f"{p.tokens_per_s_per_user:,.0f} tokens/s per user"
-                 + (f", {p.gpus_for(target)} GPUs" if target else "")
-                 + f": speculation gives {gain:.2f}x the throughput per GPU.")
+    if b is not None and b.nodes and p is not None:
+        text += (f" Without speculation: {p.gpus} GPUs (TP {p.tp}, batch {p.batch:,} per "
+                 f"replica, {p.tokens_per_s_per_user:,.0f} tokens/s per user)"
+                 + (f"; speculation gives {gain:.2f}x the throughput per GPU." if gain else "."))
         error = float(validate_rows(plan)[0]["median abs error (%)"])
-        if abs(gain - 1.0) * 100 < error:
+        if gain is not None and abs(gain - 1.0) * 100 < error:
             text += (f" That gain is within the model's measured error ({error:.1f}% median, "
                      "last section): at this load speculation hardly pays.")
-    elif p is None and s.nodes:
+    elif b is not None and b.nodes:
         text += " Plain decoding cannot meet this SLO."
+    if plan.why:
+        text += " " + plan.why
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if s.nodes and part is not None and part.profile is not None:
         text += " " + acceptance_sentence(part)

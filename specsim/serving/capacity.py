@@ -8,13 +8,16 @@ On top of the engine round time of `speedup_table` (batch B, candidate k of N no
   round, and as many new prompts arrive; their L_in tokens each ride in the verification pass,
   p = tau L_in / L_out tokens per request per round. The round pays the marginal kernel time
   of those tokens: T(B (N + 1 + p)) - T(B (N + 1)).
-- Time per output token TPOT = round / tau; time to first token TTFT = ceil(L_in / C) rounds,
-  where C = the engine's token budget per pass minus the decode tokens (vLLM schedules decode
-  first and fills the rest with prefill chunks), plus the prompt's own prefill kernel time,
-  which those rounds carry (queueing is not modelled: the batch is in steady state). A batch
-  whose prefill demand B p exceeds C cannot keep up with arrivals (`stable` is False).
+- Time per output token TPOT = round / tau. Time to first token and the gaps between streamed
+  chunks, as distributions (median, p90, p99), come from `serving.latency`: arrivals queue for
+  the round's prefill budget C = the engine's token budget per pass minus the decode tokens
+  (vLLM schedules decode first and fills the rest with prefill chunks). A batch whose prefill
+  demand B p exceeds C cannot keep up with arrivals (`stable` is False).
 - Tensor parallelism TP shards one replica over TP GPUs; throughput per GPU = B tau / round / TP.
-  Data-parallel replicas multiply throughput: GPUs for a target = TP ceil(target / replica).
+  Data-parallel replicas multiply throughput (`Demand.gpus`): for N concurrent users, TP
+  ceil(N / B) GPUs (each replica then runs ceil(N / replicas) requests); for an output rate,
+  TP ceil(rate / replica throughput).
+- Batch sizes: every integer to 16, then steps of about 4% to 1,024 (BATCH_GRID).
 """
 
 from __future__ import annotations
@@ -25,14 +28,18 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.errors import SpecError
+from specsim.errors import SpecError, check_number
 from specsim.forward.memory import DEFAULT_WORKSPACE_TOKENS, serving_memory
 from specsim.forward.shapes import BoolArray, FloatArray
+from specsim.serving.latency import CHUNK_FRACTIONS, Latency, simulate
 from specsim.serving.scenarios import Scenario
+from specsim.specs.defaults import MAX_TOKENS_PER_S
 from specsim.speculation.speedup import Candidates, Setup, chunk_share_s, speedup_table
 
 TP_DEGREES = (1, 2, 4, 8)
-BATCH_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# Every batch size to 16, then about 4% apart up to 1,024 (a user count divides into replicas
+# of any size, not only powers of two).
+BATCH_GRID = tuple(int(b) for b in np.unique(np.round(np.geomspace(1, 1024, 180))))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +48,7 @@ class ServingTable:
 
     round_s: a round including its share of prefill, s; prefill_s: that share, s;
     fits: batch within the memory-limited concurrency; stable: prefill keeps up with arrivals;
-    ttft_s / ttft_p90_s: time to first token at the median / p90 prompt, s.
+    setup, scenario: what the table was computed for (its TP in `setup`), for latency.
     """
 
     tp: int
@@ -49,14 +56,14 @@ class ServingTable:
     candidates: Candidates
     round_s: FloatArray
     prefill_s: FloatArray
-    ttft_s: FloatArray
-    ttft_p90_s: FloatArray
     fits: BoolArray
     stable: BoolArray
     max_concurrency: int
     weights_fit: bool
     weights_per_gpu_bytes: float
     usable_bytes: float
+    setup: Setup
+    scenario: Scenario
 
     @property
     def tokens_per_s_per_user(self) -> FloatArray:
@@ -88,18 +95,6 @@ def prefill_share_s(setup: Setup, batch: FloatArray, candidates: Candidates,
     return extra.reshape(batch.size, candidates.nodes.size)
 
 
-def ttft_s(prompt_tokens: float, round_s: FloatArray, decode_tokens: FloatArray,
-           budget_tokens: float = DEFAULT_WORKSPACE_TOKENS, prefill_s: float = 0.0
-           ) -> FloatArray:
-    """Rounds to push a prompt through the chunk budget left by decoding, times the round,
-    plus the prompt's own prefill kernel time (`prompt_prefill_s`), which those rounds carry
-    on top of their decoding: a round that admits a whole 8,000-token prompt takes that
-    prompt's prefill longer than a decoding round."""
-    chunk = budget_tokens - decode_tokens
-    rounds = np.ceil(prompt_tokens / np.maximum(chunk, 1e-9))
-    return np.where(chunk > 0, rounds * round_s + prefill_s, np.inf)
-
-
 def prompt_prefill_s(setup: Setup, prompt_tokens: float) -> float:
     """Achieved seconds of one prompt's prefill kernels: the marginal time of its tokens in a
     pass beside one decoding token, causal over the prompt itself (`chunk_share_s` at no
@@ -127,19 +122,112 @@ def serving_table(setup: Setup, scenario: Scenario, candidates: Candidates, *,
         / scenario.output.mean
     return ServingTable(
         tp=tp, batch=b, candidates=candidates, round_s=round_s, prefill_s=prefill,
-        ttft_s=ttft_s(scenario.prompt.median, round_s, decode_tokens,
-                      prefill_s=prompt_prefill_s(s, scenario.prompt.median)),
-        ttft_p90_s=ttft_s(scenario.prompt.p90, round_s, decode_tokens,
-                          prefill_s=prompt_prefill_s(s, scenario.prompt.p90)),
         fits=b <= concurrency, stable=demand <= DEFAULT_WORKSPACE_TOKENS - decode_tokens,
         max_concurrency=concurrency, weights_fit=concurrency > 0,
         weights_per_gpu_bytes=memory.weights_bytes + memory.drafter_weights_bytes
-        + memory.workspace_bytes, usable_bytes=memory.usable_bytes)
+        + memory.workspace_bytes, usable_bytes=memory.usable_bytes, setup=s, scenario=scenario)
+
+
+def table_latency(table: ServingTable, i: ArrayLike, k: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """TTFT and chunk-gap quantiles (`serving.latency.QUANTILES`), (M, 3) each, of the cells
+    (i[m], k[m]) of a table: its decoding part, prefill budget, arrival rate and the price of
+    a round's prompt chunk at CHUNK_FRACTIONS of the budget (`chunk_share_s`)."""
+    rows = np.atleast_1d(np.asarray(i, dtype=np.int64))
+    cols = np.atleast_1d(np.asarray(k, dtype=np.int64))
+    c, sc = table.candidates, table.scenario
+    b = table.batch[rows]
+    q = c.nodes[cols] + 1.0
+    cap = np.maximum(DEFAULT_WORKSPACE_TOKENS - b * q, 1.0)
+    x = cap[:, None] * CHUNK_FRACTIONS[None, :]
+    f = chunk_share_s(table.setup, np.repeat(q, CHUNK_FRACTIONS.size), (x / b[:, None]).ravel(),
+                      np.repeat(b, CHUNK_FRACTIONS.size), sc.decode_context_tokens)
+    ttft, gaps = simulate(table.round_s[rows, cols] - table.prefill_s[rows, cols], cap,
+                          b * c.tau[cols] / sc.output.mean, f.reshape(x.shape), sc.prompt)
+    unusable = ~table.usable[rows, cols]
+    ttft[unusable], gaps[unusable] = np.inf, np.inf
+    return ttft, gaps
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Demand:
+    """What the service must carry, one of: `users` concurrent users (each at the SLO),
+    `requests_per_s` (with the scenario's mean output length) or `tokens_per_s` output tokens/s
+    in total. `default`: the stated default, not given by the user."""
+
+    users: float | None = None
+    requests_per_s: float | None = None
+    tokens_per_s: float | None = None
+    output_tokens: float = 1.0  # mean output tokens per request (for requests_per_s)
+    default: bool = False
+
+    def __post_init__(self) -> None:
+        given = [v for v in (self.users, self.requests_per_s, self.tokens_per_s) if v is not None]
+        if len(given) != 1:
+            raise SpecError("give one demand: --users, --requests-per-s or --target-throughput "
+                            f"(got {len(given)})")
+        # users and requests/s at most one per output token/s a service may deliver
+        for value, name in ((self.users, "users"), (self.requests_per_s, "requests_per_s"),
+                            (self.tokens_per_s, "target_tokens_per_s")):
+            check_number(value, name, low=0.0, high=MAX_TOKENS_PER_S, low_open=True)
+
+    @property
+    def rate_tokens_per_s(self) -> float | None:
+        """Output tokens/s the demand asks for (None for a user count)."""
+        if self.tokens_per_s is not None:
+            return self.tokens_per_s
+        if self.requests_per_s is not None:
+            return self.requests_per_s * self.output_tokens
+        return None
+
+    def replicas(self, batch: ArrayLike, replica_tokens_per_s: ArrayLike) -> np.ndarray:
+        """Replicas (TP groups) that carry the demand at `batch` requests per replica, each
+        giving `replica_tokens_per_s` (broadcast)."""
+        rate = self.rate_tokens_per_s
+        if rate is None:
+            assert self.users is not None
+            return np.ceil(self.users / np.asarray(batch, dtype=np.float64) - 1e-9)
+        return np.ceil(rate / np.asarray(replica_tokens_per_s, dtype=np.float64) - 1e-9)
+
+    def text(self) -> str:
+        """'1,000 concurrent users' / '20 requests/s (10,240 output tokens/s)' / ..."""
+        if self.users is not None:
+            what = f"{self.users:,.0f} concurrent users"
+        elif self.requests_per_s is not None:
+            what = (f"{self.requests_per_s:,.4g} requests/s ({self.rate_tokens_per_s:,.0f} "
+                    "output tokens/s at the scenario's mean output)")
+        else:
+            what = f"{self.tokens_per_s:,.0f} output tokens/s"
+        return what + (" (a default: give --users, --requests-per-s or --target-throughput)"
+                       if self.default else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slo:
+    """What each user must see: output tokens/s at least, and optionally TTFT p90 and the p99
+    gap between streamed chunks at most (seconds; None: not constrained)."""
+
+    min_tokens_per_s_per_user: float = 0.0
+    max_ttft_p90_s: float | None = None
+    max_itl_p99_s: float | None = None
+
+    @property
+    def has_latency(self) -> bool:
+        return self.max_ttft_p90_s is not None or self.max_itl_p99_s is not None
+
+    def latency_ok(self, ttft: FloatArray, gaps: FloatArray) -> BoolArray:
+        """(M,) whether quantiles (M, 3) of TTFT and chunk gaps meet the latency bounds."""
+        ok = np.isfinite(ttft[:, 1])
+        if self.max_ttft_p90_s is not None:
+            ok &= ttft[:, 1] <= self.max_ttft_p90_s
+        if self.max_itl_p99_s is not None:
+            ok &= gaps[:, 2] <= self.max_itl_p99_s
+        return np.asarray(ok)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setting:
-    """One (drafter, TP, batch, candidate) point of the serving model and what it gives."""
+    """One (drafter, TP, batch, candidate) point of the serving model and what it gives:
+    `latency` (TTFT and chunk-gap quantiles) and, for a demand, `gpus` (0: no demand)."""
 
     drafter: str
     tp: int
@@ -152,13 +240,26 @@ class Setting:
     round_s: float
     tokens_per_s_per_user: float
     throughput_per_gpu: float
-    ttft_s: float
-    ttft_p90_s: float
+    latency: Latency
+    gpus: int = 0
 
     @property
     def tpot_s(self) -> float:
         """Time per output token: seconds per round over tokens per round."""
         return self.round_s / self.tau
+
+    @property
+    def ttft_s(self) -> float:
+        """Median time to first token, s."""
+        return self.latency.ttft_s[0]
+
+    @property
+    def ttft_p90_s(self) -> float:
+        return self.latency.ttft_s[1]
+
+    @property
+    def replicas(self) -> int:
+        return self.gpus // self.tp
 
     @property
     def replica_throughput(self) -> float:
@@ -170,9 +271,10 @@ class Setting:
         return self.tp * int(np.ceil(target_tokens_per_s / self.replica_throughput - 1e-9))
 
 
-def setting_at(table: ServingTable, drafter: str, i: int, k: int) -> Setting:
-    """The setting at batch index i and candidate index k of a table."""
+def setting_at(table: ServingTable, drafter: str, i: int, k: int, gpus: int = 0) -> Setting:
+    """The setting at batch index i and candidate index k of a table, with its latency."""
     c = table.candidates
+    ttft, gaps = table_latency(table, i, k)
     return Setting(
         drafter=drafter, tp=table.tp, batch=int(table.batch[i]),
         shape="none" if c.nodes[k] == 0 else c.shape[k], nodes=int(c.nodes[k]),
@@ -180,46 +282,109 @@ def setting_at(table: ServingTable, drafter: str, i: int, k: int) -> Setting:
         round_s=float(table.round_s[i, k]),
         tokens_per_s_per_user=float(table.tokens_per_s_per_user[i, k]),
         throughput_per_gpu=float(table.throughput_per_gpu[i, k]),
-        ttft_s=float(table.ttft_s[i, k]), ttft_p90_s=float(table.ttft_p90_s[i, k]))
+        latency=Latency(ttft_s=_three(ttft[0]), itl_s=_three(gaps[0]),
+                        tpot_s=float(table.tpot_s[i, k])),
+        gpus=gpus)
 
 
-def best_setting(tables: dict[str, list[ServingTable]], *, min_tokens_per_s_per_user: float,
-                 target_tokens_per_s: float | None = None, speculate: bool = True
-                 ) -> Setting | None:
-    """The usable setting that meets the per-user SLO with the fewest GPUs for the target
-    (without a target: the most throughput per GPU); None when no setting meets the SLO.
+def _three(q: FloatArray) -> tuple[float, float, float]:
+    return float(q[0]), float(q[1]), float(q[2])
 
-    tables: per drafter name, its serving tables (one per TP degree). speculate False keeps
-    plain decoding only (N = 0). Ties: more throughput per GPU, then lower TP, smaller batch.
+
+def slo_mask(table: ServingTable, slo: Slo) -> BoolArray:
+    """(batch, candidate): usable and meeting the SLO. The latency bounds are searched per
+    candidate by bisection over batch (latency grows with batch: a longer round, a smaller
+    prefill budget, more arrivals per round), all candidates at once."""
+    ok = table.usable & (table.tokens_per_s_per_user >= slo.min_tokens_per_s_per_user)
+    if not slo.has_latency or not ok.any():
+        return np.asarray(ok)
+    cols = np.nonzero(ok.any(axis=0))[0]
+    lo = np.full(cols.size, -1)  # largest row known to pass (-1: none)
+    hi = np.array([np.nonzero(ok[:, k])[0].max() for k in cols])  # largest row to try
+    first = np.array([np.nonzero(ok[:, k])[0].min() for k in cols])
+    lo_try = first.copy()
+    # check the smallest batch first: if it fails, the candidate never passes
+    ttft, gaps = table_latency(table, lo_try, cols)
+    passes = slo.latency_ok(ttft, gaps)
+    lo = np.where(passes, first, -1)
+    top = np.where(passes, hi, first - 1)
+    while True:
+        open_ = lo < top
+        if not open_.any():
+            break
+        mid = np.where(open_, (lo + top + 1) // 2, lo)
+        idx = np.nonzero(open_)[0]
+        ttft, gaps = table_latency(table, mid[idx], cols[idx])
+        good = slo.latency_ok(ttft, gaps)
+        lo[idx] = np.where(good, mid[idx], lo[idx])
+        top[idx] = np.where(good, top[idx], mid[idx] - 1)
+    keep = np.zeros_like(ok)
+    for c, last in zip(cols, lo, strict=True):
+        if last >= 0:
+            keep[: last + 1, c] = ok[: last + 1, c]
+    return keep
+
+
+def best_setting(tables: dict[str, list[ServingTable]], *, min_tokens_per_s_per_user: float = 0.0,
+                 target_tokens_per_s: float | None = None, speculate: bool = True,
+                 slo: Slo | None = None, demand: Demand | None = None) -> Setting | None:
+    """The usable setting that meets the SLO with the fewest GPUs for the demand (without a
+    demand: the most throughput per GPU); None when no setting meets the SLO.
+
+    tables: per drafter name, its serving tables (one per TP degree). slo: the per-user bounds
+    (default: min_tokens_per_s_per_user only); demand: default a target throughput when one is
+    given. speculate False keeps plain decoding only (N = 0). Ties: more throughput per GPU,
+    then lower TP, smaller batch, fewer nodes. For a user count, the setting returned runs at
+    the batch each replica then serves (ceil(users / replicas)), re-evaluated there.
     """
-    best: tuple[tuple[float, ...], Setting] | None = None
+    slo = slo or Slo(min_tokens_per_s_per_user=min_tokens_per_s_per_user)
+    if demand is None and target_tokens_per_s:
+        demand = Demand(tokens_per_s=target_tokens_per_s)
+    best: tuple[tuple[float, ...], str, ServingTable, int, int, int] | None = None
     for name, per_tp in tables.items():
         for t in per_tp:
-            ok = t.usable & (t.tokens_per_s_per_user >= min_tokens_per_s_per_user)
+            ok = slo_mask(t, slo)
             if not speculate:
                 ok = ok & (t.candidates.nodes == 0)
-            for i, k in zip(*np.nonzero(ok), strict=True):
-                s = setting_at(t, name, int(i), int(k))
-                gpus = s.gpus_for(target_tokens_per_s) if target_tokens_per_s else 0
-                key = (gpus, -round(s.throughput_per_gpu, 9), s.tp, s.batch, s.nodes)
-                if best is None or key < best[0]:
-                    best = (key, s)
-    return None if best is None else best[1]
+            if not ok.any():
+                continue
+            rows, cols = np.nonzero(ok)
+            tput = t.throughput_per_gpu[rows, cols]
+            gpus = (t.tp * demand.replicas(t.batch[rows], tput * t.tp) if demand is not None
+                    else np.zeros(rows.size))
+            keys = (t.candidates.nodes[cols], t.batch[rows], -np.round(tput, 9), gpus)
+            j = int(np.lexsort(keys)[0])
+            key = (float(gpus[j]), -round(float(tput[j]), 9), float(t.tp),
+                   float(t.batch[rows[j]]), float(t.candidates.nodes[cols[j]]))
+            if best is None or key < best[0]:
+                best = (key, name, t, int(rows[j]), int(cols[j]), int(gpus[j]))
+    if best is None:
+        return None
+    _, name, table, row, col, count = best
+    if demand is not None and demand.users is not None and count:
+        # each replica serves ceil(users / replicas) requests: the setting at that batch
+        need = float(np.ceil(demand.users / (count // table.tp) - 1e-9))
+        c = table.candidates
+        one = Candidates(nodes=c.nodes[col:col + 1], depth=c.depth[col:col + 1],
+                         tau=c.tau[col:col + 1], max_width=c.max_width[col:col + 1],
+                         shape=c.shape[col:col + 1])
+        table = serving_table(table.setup, table.scenario, one, batch=[need], tp=table.tp)
+        row, col = 0, 0
+    return setting_at(table, name, row, col, count)
 
 
 def fastest_setting(tables: dict[str, list[ServingTable]]) -> Setting | None:
     """The usable setting with the highest tokens/s per user (what comes closest to an SLO)."""
-    best: Setting | None = None
+    best: tuple[float, str, ServingTable, int, int] | None = None
     for name, per_tp in tables.items():
         for t in per_tp:
             per_user = np.where(t.usable, t.tokens_per_s_per_user, -np.inf)
             if not np.isfinite(per_user).any():
                 continue
             i, k = np.unravel_index(int(np.argmax(per_user)), per_user.shape)
-            s = setting_at(t, name, int(i), int(k))
-            if best is None or s.tokens_per_s_per_user > best.tokens_per_s_per_user:
-                best = s
-    return best
+            if best is None or per_user[i, k] > best[0]:
+                best = (float(per_user[i, k]), name, t, int(i), int(k))
+    return None if best is None else setting_at(best[2], best[1], best[3], best[4])
 
 
 def pareto_front(per_user: ArrayLike, throughput: ArrayLike) -> np.ndarray:
@@ -232,12 +397,9 @@ def pareto_front(per_user: ArrayLike, throughput: ArrayLike) -> np.ndarray:
     if u.size == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((-t, -u))  # fastest per user first; ties: more throughput first
-    best = -np.inf
-    keep = []
-    for j in order:
-        if t[j] > best:
-            keep.append(j)
-            best = t[j]
+    ts = t[order]
+    before = np.concatenate([[-np.inf], np.maximum.accumulate(ts)[:-1]])
+    keep = order[ts > before]
     return np.asarray(keep[::-1], dtype=np.int64)
 
 

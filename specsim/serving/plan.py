@@ -19,15 +19,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsim.engines import EngineAdapter, adapters, block_only, runs_chains, tree_engines
-from specsim.errors import SpecError, check_number
+from specsim.errors import SpecError, check_number, parameter_error
 from specsim.forward.memory import serving_memory
 from specsim.forward.ops import tp_problem
 from specsim.measurement.validate import GroupError, held_out_summary
 from specsim.serving.capacity import (
     BATCH_GRID,
     TP_DEGREES,
+    Demand,
     ServingTable,
     Setting,
+    Slo,
     best_setting,
     check_fits_somewhere,
     fastest_setting,
@@ -43,7 +45,7 @@ from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import Engine, engine_or_none, load_engine
 from specsim.specs.hardware import Hardware, expected_efficiency, load_hardware
 from specsim.specs.io import builtin_names
-from specsim.specs.models import Model, load_model
+from specsim.specs.models import Model, check_tensor_parallel, load_model
 from specsim.speculation.recommend import (
     Choice,
     EngineCommand,
@@ -67,6 +69,8 @@ from specsim.speculation.speedup import (
 )
 
 MAX_NODES = 64
+# Longest latency bound accepted, ms (an hour).
+MAX_LATENCY_MS = 3.6e6
 # Batch sizes of the recommendation table and of the speedup figure (the same, so the figure's
 # dots are the table's settings).
 RECOMMEND_BATCH = (1, 4, 16, 64, 256)
@@ -76,6 +80,9 @@ MEMORY_CONTEXTS = (512.0, 2048.0, 8192.0, 32768.0, 131072.0)
 BOUND_MAX_NODES = 256
 # Per-user speed SLO when none is given: a fast reader, tokens/s (a stated default).
 DEFAULT_MIN_TOKENS_PER_S_PER_USER = 30.0
+# Demand when none is given: concurrent users of a mid-size service (a stated default, so that
+# every plan answers with a GPU count).
+DEFAULT_USERS = 1000.0
 Progress = Callable[[str], None]
 
 
@@ -120,6 +127,8 @@ class Plan:
     drafters: list[DrafterPlan]
     min_tokens_per_s_per_user: float
     target_tokens_per_s: float | None
+    demand: Demand
+    slo: Slo
     best: Setting | None
     best_plain: Setting | None
     closest: Setting | None
@@ -140,6 +149,7 @@ class Plan:
     best_engines: tuple[str, ...] = ()
     best_plain_engines: tuple[str, ...] = ()
     answer_commands: tuple[EngineCommand, ...] = ()
+    why: str = ""  # why speculation does or does not pay at the answer's batch (`why_text`)
     engine_spec: Engine | None = None
     calibrated: tuple[tuple[str, Hardware], ...] = ()
     expected_efficiency: tuple[float, float] = (1.0, 1.0)
@@ -248,20 +258,34 @@ def _plain_plan(base: Setup, scenario: Scenario, tps: tuple[int, ...]) -> Drafte
 
 def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: str,
               workload: str, min_tokens_per_s_per_user: float | None = None,
-              target_tokens_per_s: float | None = None,
+              target_tokens_per_s: float | None = None, users: float | None = None,
+              requests_per_s: float | None = None, max_ttft_p90_ms: float | None = None,
+              max_itl_p99_ms: float | None = None,
               acceptance: AcceptanceProfile | None = None,
               tps: tuple[int, ...] = TP_DEGREES, progress: Progress = _quiet,
               policy_seed: int = 0) -> Plan:
     """The capacity plan for a model on a GPU under a workload (see the module docstring).
 
     drafters: slugs or paths (None: the built-in drafters trained for the model);
-    acceptance: one profile for every drafter (e.g. `specsim acceptance fit` output).
+    acceptance: one profile for every drafter (e.g. `specsim acceptance fit` output);
+    users / requests_per_s / target_tokens_per_s: the demand (at most one; none: DEFAULT_USERS
+    concurrent users, stated as a default); max_ttft_p90_ms, max_itl_p99_ms: latency SLOs, ms.
     """
     check_number(target_tokens_per_s, "target_tokens_per_s", low=0.0,
                  high=MAX_TOKENS_PER_S, low_open=True)
     check_number(min_tokens_per_s_per_user, "min_tokens_per_s_per_user", low=0.0,
                  high=MAX_TOKENS_PER_S_PER_USER)
+    for value, name in ((max_ttft_p90_ms, "max_ttft_p90_ms"),
+                        (max_itl_p99_ms, "max_itl_p99_ms")):
+        check_number(value, name, low=0.0, high=MAX_LATENCY_MS, low_open=True)
     scenario = load_scenario(workload)
+    given = [v for v in (users, requests_per_s, target_tokens_per_s) if v is not None]
+    if len(given) > 1:
+        raise parameter_error("users", "give one demand: --users, --requests-per-s or "
+                              "--target-throughput, not several")
+    demand = Demand(users=users, requests_per_s=requests_per_s,
+                    tokens_per_s=target_tokens_per_s, output_tokens=scenario.output.mean) \
+        if given else Demand(users=DEFAULT_USERS, default=True)
     if acceptance is not None:
         scenario = scenario.with_acceptance(acceptance)
     target = load_model(model)
@@ -273,6 +297,8 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
                               "decoding only (give --drafter to add one)"]
     # Everything that can be refused is read before the first progress line, so bad input
     # ends in one line; TP degrees a model cannot be split over are left out with a note.
+    if len(tps) == 1:  # a pinned TP (--tp): it must split the target, or one clear error
+        check_tensor_parallel(target, tps[0])
     tps = _splittable(target, tps, notes)
     loaded = [load_drafter(n, target=target) for n in names]
     for n, d in zip(names, loaded, strict=True):
@@ -292,11 +318,12 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     parts.sort(key=lambda p: -_fastest_per_user(p.tables))
     slo = DEFAULT_MIN_TOKENS_PER_S_PER_USER if min_tokens_per_s_per_user is None \
         else min_tokens_per_s_per_user
+    bounds = Slo(min_tokens_per_s_per_user=slo,
+                 max_ttft_p90_s=None if max_ttft_p90_ms is None else max_ttft_p90_ms / 1e3,
+                 max_itl_p99_s=None if max_itl_p99_ms is None else max_itl_p99_ms / 1e3)
     tables = {p.name: p.tables for p in parts}
-    best = best_setting(tables, min_tokens_per_s_per_user=slo,
-                        target_tokens_per_s=target_tokens_per_s) if tables else None
-    best_plain = best_setting({"none": plain.tables}, min_tokens_per_s_per_user=slo,
-                              target_tokens_per_s=target_tokens_per_s)
+    best = best_setting(tables, slo=bounds, demand=demand) if tables else None
+    best_plain = best_setting({"none": plain.tables}, slo=bounds, demand=demand)
     closest = fastest_setting({**tables, "none": plain.tables})
     policies, policy_drafter = None, ""
     if parts and parts[0].drafter is not None and parts[0].profile is not None:
@@ -311,12 +338,14 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         policies = simulate_policies(setup, parts[0].profile, seed=policy_seed)
     plan = Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
-                target_tokens_per_s=target_tokens_per_s, best=best, best_plain=best_plain,
+                target_tokens_per_s=demand.rate_tokens_per_s, demand=demand, slo=bounds,
+                best=best, best_plain=best_plain,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
                 validation=held_out_summary())
     answer = best or best_plain
+    tn = tn_table(target, hw, tp=answer.tp if answer else 1)
     return dataclasses.replace(
-        plan, tn=tn_table(target, hw, tp=best.tp if best else 1),
+        plan, tn=tn, why=why_text(parts, answer, tn) if answer else "",
         memory=tuple(memory_by_context(plan, MEMORY_CONTEXTS)),
         pareto=tuple(pareto_points(plan)),
         best_engines=tuple(setting_engines(plan, best)) if best else (),
@@ -324,6 +353,48 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         answer_commands=tuple(setting_commands(plan, answer)) if answer else (),
         engine_spec=load_engine(engine), calibrated=tuple(calibrated_profiles()),
         expected_efficiency=expected_efficiency(hw))
+
+
+def _knee_tokens(tn: TnTable) -> int | None:
+    """Tokens per pass at which the expected pass time first reaches twice T(1) (the end of
+    the flat, memory-bound part of T(n)); None beyond the table."""
+    curve = next((v for k, v in tn.seconds.items() if k.startswith("expected")),
+                 next(iter(tn.seconds.values())))
+    over = np.nonzero(curve >= 2.0 * curve[0])[0]
+    return int(tn.tokens[int(over[0])]) if over.size else None
+
+
+def why_text(parts: list[DrafterPlan], answer: Setting, tn: TnTable) -> str:
+    """One sentence: at the answer's batch and TP, what the fastest draft of any drafter costs
+    per round against a plain step and what it yields."""
+    best: tuple[float, DrafterPlan, ServingTable, int, int, int] | None = None
+    for part in parts:
+        table = next((t for t in part.tables if t.tp == answer.tp), None)
+        if table is None or not (table.candidates.nodes == 0).any():
+            continue
+        i = int(np.clip(np.searchsorted(table.batch, answer.batch), 0, table.batch.size - 1))
+        speed = np.where(table.candidates.nodes > 0, table.tokens_per_s_per_user[i], -np.inf)
+        k = int(np.argmax(speed))
+        plain = int(np.nonzero(table.candidates.nodes == 0)[0][0])
+        gain = float(speed[k] / table.tokens_per_s_per_user[i, plain])
+        if np.isfinite(speed[k]) and (best is None or gain > best[0]):
+            best = (gain, part, table, i, k, plain)
+    if best is None:
+        return ""
+    gain, part, table, i, k, plain = best
+    c, b = table.candidates, int(table.batch[i])
+    ratio = float(table.round_s[i, k] / table.round_s[i, plain])
+    knee = _knee_tokens(tn)
+    nodes = int(c.nodes[k])
+    what = (f"a chain of {nodes}" if c.shape[k] == "chain" else f"a tree of {nodes} nodes")
+    verdict = "pays" if gain > 1.0 else "does not pay"
+    return (f"Why speculation {verdict} here: at batch {b:,} on TP {answer.tp}, the fastest "
+            f"draft ({part.name}, {what}) makes each pass score {b * (nodes + 1):,} tokens "
+            f"instead of {b:,}, so a round takes {ratio:.2f}x a plain step"
+            + (f" (this GPU's pass time doubles from one token at about {knee:,} tokens)"
+               if knee else "")
+            + f", and yields \u03c4 = {c.tau[k]:.2f} tokens: {gain:.2f}x plain decoding per "
+            "user.")
 
 
 def _splittable(model: Model, tps: tuple[int, ...], notes: list[str]) -> tuple[int, ...]:
