@@ -7,8 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
+from specsim.forward.shapes import FloatArray
+from specsim.serving.policies import ADAPTIVE, BEST_FIXED, NONE, PolicySweep
 from specsim.speculation.speedup import SpeedupCurves
 
 if TYPE_CHECKING:
@@ -17,57 +20,208 @@ if TYPE_CHECKING:
 
 def _save(fig: Figure, path: Path) -> None:
     """Write a figure (format from the suffix: png, pdf, svg) all or nothing, and free it."""
+    from specsim.specs.outputs import atomic_write_bytes, make_parent
+
+    data = _bytes(fig, path.suffix.lstrip(".").lower() or "png")
+    make_parent(path)
+    atomic_write_bytes(path, data)
+
+
+def _bytes(fig: Figure, fmt: str = "png") -> bytes:
+    """A figure laid out tightly (legends outside the axes included) as bytes, and freed."""
     import io
 
     import matplotlib.pyplot as plt
 
-    from specsim.specs.outputs import atomic_write_bytes, make_parent
-
     buffer = io.BytesIO()
     try:
-        fig.tight_layout()
-        fig.savefig(buffer, format=path.suffix.lstrip(".").lower() or "png")
+        if fig.get_layout_engine() is None:  # else its own (constrained) layout
+            fig.tight_layout()
+        fig.savefig(buffer, format=fmt)
     finally:
         plt.close(fig)
-    make_parent(path)
-    atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
-def speedup_figure(curves: SpeedupCurves, path: Path, *, title: str) -> None:
+# One style per batch size, in the order curves are drawn (smallest batch first): the colour
+# names the batch size; each later curve is thinner, with a smaller marker of another shape,
+# so a curve lying on an earlier one shows inside it rather than hiding it.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h")
+_WIDTHS_PT = (4.2, 3.0, 2.1, 1.5, 1.2, 1.0, 0.9, 0.8)
+_MARKER_PT = (9.0, 6.5, 5.0, 4.0, 3.5, 3.0, 3.0, 3.0)
+_MARKED_PT = (18.0, 13.0, 10.0, 9.0, 8.5, 8.0, 8.0, 8.0)  # a batch size's marked setting
+
+
+def _batch_style(k: int) -> dict[str, Any]:
+    """Colour, marker, line width and marker sizes (points) of the k-th batch size drawn."""
+    import matplotlib.pyplot as plt
+
+    last = len(_MARKERS) - 1
+    return {"color": plt.get_cmap("tab10")(k % 10), "marker": _MARKERS[k % len(_MARKERS)],
+            "lw": _WIDTHS_PT[min(k, last)], "ms": _MARKER_PT[min(k, last)],
+            "marked_ms": _MARKED_PT[min(k, last)]}
+
+
+def _sparse_marks(x: FloatArray, per_axis: int = 24) -> list[int]:
+    """Indices of points at least 1/per_axis of the log2 span apart (the first always), so a
+    dense sweep (1,000 node counts) still shows separate markers, at the same x per curve."""
+    logs = np.log2(x)
+    step = (logs[-1] - logs[0]) / per_axis if x.size > 1 else 0.0
+    kept = [0]
+    for i in range(1, x.size):
+        if logs[i] - logs[kept[-1]] >= step - 1e-12:
+            kept.append(i)
+    return kept
+
+
+def _speedup_fig(curves: SpeedupCurves, *, title: str, bound: SpeedupCurves | None,
+                 marked: ArrayLike | None, marked_as: str) -> Figure:
+    """The speedup-versus-nodes figure (see `speedup_figure`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    if bound is not None and bound.batch.shape != curves.batch.shape:
+        raise SpecError("the bound's batch sizes differ from the curves'")
+    points = (np.column_stack([curves.best_nodes, curves.best_speedup]) if marked is None
+              else np.asarray(marked, dtype=np.float64).reshape(-1, 2))
+    if points.shape[0] != curves.batch.size:
+        raise SpecError(f"{points.shape[0]} marked points for {curves.batch.size} batch sizes")
+    fig, ax = plt.subplots(figsize=(9.4, 4.8), dpi=110)
+    marks = _sparse_marks(np.maximum(curves.nodes, 0.8))
+    for k, b in enumerate(curves.batch):
+        st = _batch_style(k)
+        x = np.maximum(curves.nodes, 0.8)
+        if not curves.fits[k]:
+            ax.plot(x, curves.speedup[k], color=st["color"], lw=1.0, alpha=0.4, zorder=2,
+                    label=f"B = {int(b)}: does not fit in memory")
+            continue
+        if bound is not None:
+            ax.plot(np.maximum(bound.nodes, 0.8), bound.speedup[k], ls=(0, (4, 2)),
+                    color=st["color"], lw=max(0.8, 0.6 * st["lw"]), alpha=0.85, zorder=2)
+        n, speedup = points[k]
+        ax.plot(x, curves.speedup[k], "-", marker=st["marker"], color=st["color"],
+                lw=st["lw"], ms=st["ms"], mfc="white", mew=1.2, zorder=3 + k, markevery=marks,
+                label=f"B = {int(b)}: N = {int(n)}, {speedup:.2f}x")
+        ax.plot(max(n, 0.8), speedup, st["marker"], color=st["color"], ms=st["marked_ms"],
+                mec="black", mew=0.9, zorder=20 + k)
+    ax.axhline(1.0, color="0.45", lw=0.9, ls=":", zorder=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("drafted nodes per request N (N = 0 plotted at 0.8)")
+    ax.set_ylabel("speedup over plain decoding")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    handles, _ = ax.get_legend_handles_labels()
+    keys = [Line2D([], [], color="0.3", lw=1.6, label="what the engines build"),
+            Line2D([], [], color="0.3", marker="o", ls="", ms=9, mec="black", mew=0.9,
+                   label=marked_as)]
+    if bound is not None:
+        keys.insert(1, Line2D([], [], color="0.3", lw=1.2, ls=(0, (4, 2)),
+                              label="bound: best tree of any shape\n(no engine builds it)"))
+    keys.append(Line2D([], [], color="0.45", lw=0.9, ls=":", label="plain decoding (1x)"))
+    ax.legend(handles=[*handles, *keys], fontsize=8, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              title=f"batch size B: {marked_as} N, speedup", title_fontsize=8)
+    return fig
+
+
+def speedup_figure(curves: SpeedupCurves, path: Path, *, title: str,
+                   bound: SpeedupCurves | None = None,
+                   marked: ArrayLike | None = None,
+                   marked_as: str = "best") -> None:
     """Speedup versus drafted nodes per request, one curve per batch size, best marked.
 
     The article's tree figure (`curves`: `speculation.speedup.speedup_curves`): each curve
     rises while verification stays memory-bound and falls once B (N + 1) passes the knee of
-    T(n); a dot marks the best N for each batch size, and the legend (outside the axes, so it
-    covers no curve) gives it, so no label can overlap another. Batch sizes whose caches do not
-    fit in memory are drawn dotted and grey and say so.
+    T(n). The colour names the batch size, nothing else; solid lines are the engine's
+    candidates, dashed the `bound` (same batch sizes) where given. Curves are drawn smallest
+    batch first, each later one thinner with a smaller hollow marker of another shape, so
+    coinciding curves (B = 1 and B = 4 while verification is memory-bound) both show. A
+    black-edged marker is each batch size's `marked` (batch, 2) nodes and speedup (default:
+    its best),
+    also given in the legend, which sits outside the axes and so covers no curve. Batch sizes
+    whose caches do not fit in memory are drawn faint and say so.
+    """
+    _save(_speedup_fig(curves, title=title, bound=bound, marked=marked, marked_as=marked_as),
+          path)
+
+
+def speedup_png(curves: SpeedupCurves, *, title: str, bound: SpeedupCurves | None = None,
+                marked: ArrayLike | None = None,
+                marked_as: str = "best") -> bytes:
+    """`speedup_figure` as PNG bytes (the report's speedup figure per drafter)."""
+    return _bytes(_speedup_fig(curves, title=title, bound=bound, marked=marked,
+                               marked_as=marked_as))
+
+
+def _policy_style(name: str, colour: Any) -> dict[str, Any]:
+    """How a policy's curve is drawn: plain decoding black, the per-load best fixed chain a
+    wide grey band, adaptive policies solid with hollow markers, fixed settings dashed."""
+    if name == NONE:
+        return {"color": "black", "lw": 1.2, "zorder": 4, "label": "none (plain decoding)"}
+    if name == BEST_FIXED:
+        return {"color": "0.55", "lw": 7.0, "alpha": 0.45, "solid_capstyle": "round",
+                "zorder": 2, "label": name}
+    if name in ADAPTIVE:
+        first = name == ADAPTIVE[0]
+        return {"color": colour, "lw": 1.8, "marker": "o" if first else "s",
+                "ms": 6.5 if first else 4.5, "mfc": "white", "mew": 1.2, "zorder": 5,
+                "label": name}
+    return {"color": colour, "lw": 1.3, "ls": (0, (5, 2)), "zorder": 3, "label": name}
+
+
+def _plain_log_ticks(ax: Any) -> None:
+    """Log y axis labelled in plain numbers: 1, 2, 3, 5 of every decade."""
+    from matplotlib.ticker import FormatStrFormatter, FuncFormatter
+
+    def minor(value: float, _: int) -> str:
+        lead = round(value / 10 ** np.floor(np.log10(value)))
+        return f"{value:g}" if lead in (2, 3, 5) else ""
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+
+
+def policies_png(sweep: PolicySweep, *, title: str) -> bytes:
+    """Each policy's throughput against load, as PNG bytes: over plain decoding's (left) and,
+    for the adaptive policies, over the per-load best fixed chain's (right).
+
+    The colour names the policy in both panels; fixed settings are dashed, adaptive ones solid
+    with markers, plain decoding black, and the per-load best fixed chain a wide grey band:
+    the yardstick the adaptive policies are read against. The legend sits outside the axes.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9.0, 4.6), dpi=120)
-    x = np.maximum(curves.nodes, 0.8)
-    for i, b in enumerate(curves.batch):
-        curve = curves.speedup[i]
-        if not curves.fits[i]:
-            ax.plot(x, curve, ls=":", lw=1.2, color="0.6",
-                    label=f"B = {int(b)}: does not fit in memory")
-            continue
-        best_n, best = curves.best_nodes[i], curves.best_speedup[i]
-        (line,) = ax.plot(x, curve, lw=1.6,
-                          label=f"B = {int(b)}: best N = {int(best_n)}, {best:.2f}x")
-        ax.plot(max(best_n, 0.8), best, "o", color=line.get_color(), ms=6)
-    ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("drafted nodes per request N (N = 0 plotted at 0.8)")
-    ax.set_ylabel("speedup over plain decoding")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
-              title="batch size", title_fontsize=8)
-    _save(fig, path)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12.0, 4.6), dpi=110, layout="constrained",
+                                      gridspec_kw={"width_ratios": (3, 2)})
+    palette = iter(plt.get_cmap("tab10")(k % 10) for k in range(len(sweep.policies)))
+    styles = [_policy_style(name, None if name in (NONE, BEST_FIXED) else next(palette))
+              for name in sweep.policies]
+    shown = [j for j, name in enumerate(sweep.policies) if name in (BEST_FIXED, *ADAPTIVE)]
+    panels = ((left, sweep.relative_to_none(), range(len(sweep.policies)),
+               "throughput / plain decoding", "every policy over plain decoding"),
+              (right, sweep.relative_to(BEST_FIXED), shown,
+               "throughput / best fixed chain at that load",
+               "adaptive policies over the best fixed chain"))
+    for ax, ratios, rows, ylabel, heading in panels:
+        for j in rows:
+            ax.plot(sweep.batch, ratios[j], **styles[j])
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("load: concurrent requests in the batch")
+        ax.set_ylabel(ylabel)
+        ax.set_title(heading, fontsize=9)
+        ax.grid(True, which="both", alpha=0.25)
+    left.set_yscale("log")  # from 0.2x to 6x; the right panel stays within a few tens of %
+    _plain_log_ticks(left)
+    fig.suptitle(title, fontsize=9)
+    fig.legend(*left.get_legend_handles_labels(), loc="outside right upper", fontsize=8,
+               title="policy", title_fontsize=8)
+    return _bytes(fig)
 
 
 def calibration_figure(sums: pd.DataFrame, path: Path, *, title: str,

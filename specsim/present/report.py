@@ -59,35 +59,19 @@ def engine_shapes_text(d: DrafterPlan) -> str:
 
 
 def _speedup_png(plan: Plan, d: DrafterPlan) -> bytes:
-    curves, bound = d.curves, d.bound_curves
-    assert curves is not None
+    """The speedup-versus-nodes figure of one drafter, its recommended settings marked."""
+    from specsim.present.plots import speedup_png
+
+    assert d.curves is not None
     rec = d.recommendation
     tp = d.setup.tp if d.setup else 1
-
-    def draw(ax: Any) -> None:
-        for i, b in enumerate(curves.batch):
-            (line,) = ax.plot(np.maximum(curves.nodes, 0.8), curves.speedup[i], "o-", ms=2.5,
-                              lw=1.6, label=f"B = {int(b)}")
-            if bound is not None:
-                ax.plot(np.maximum(bound.nodes, 0.8), bound.speedup[i], "--", lw=0.9,
-                        color=line.get_color())
-            if rec is not None:
-                c = rec.best[i]
-                ax.plot(max(c.nodes, 0.8), c.speedup, "o", ms=7, color=line.get_color())
-                ax.annotate(f"{c.nodes}", (max(c.nodes, 0.8), c.speedup), fontsize=8,
-                            textcoords="offset points", xytext=(4, 6), color=line.get_color())
-        if bound is not None:
-            ax.plot([], [], "--", lw=0.9, color="0.4",
-                    label="bound: best tree of any shape (no engine builds it)")
-        ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("drafted nodes per request N (N = 0 plotted at 0.8)")
-        ax.set_ylabel("speedup over plain decoding")
-        ax.set_title(f"{plan.model.name} on {plan.hardware.name}, TP {tp}, {d.name}\n"
-                     f"{plan.scenario.slug}: {acceptance_text(d)}; {engine_shapes_text(d)}",
-                     fontsize=9)
-        ax.legend(fontsize=8)
-    return png_bytes(draw, size=(7.5, 4.6))
+    marked = None if rec is None else np.array([(c.nodes, c.speedup) for c in rec.best],
+                                              dtype=np.float64)
+    title = (f"Speedup against drafted nodes per request, per batch size, with {d.name}\n"
+             f"{plan.model.name} on {plan.hardware.name}, TP {tp}, engine {plan.engine}\n"
+             f"{plan.scenario.slug}: {acceptance_text(d)}; {engine_shapes_text(d)}")
+    return speedup_png(d.curves, title=title, bound=d.bound_curves, marked=marked,
+                       marked_as="recommended" if rec is not None else "best")
 
 
 def _section_speedup(plan: Plan, add: Callable[..., None]) -> None:
@@ -96,8 +80,11 @@ def _section_speedup(plan: Plan, add: Callable[..., None]) -> None:
     add("p", "Speedup over plain decoding against drafted nodes per request, per batch size "
         "(the article's figure), at the scenario's context, engine round time included, for "
         "the candidates the recommendation weighs: what the engines build (chains for vLLM; "
-        "SGLang's EAGLE trees only with measured per-rank acceptance). Dots mark the "
-        "recommended setting of the next table. Under light load longer drafts win; as the "
+        "SGLang's EAGLE trees only with measured per-rank acceptance). The colour names the "
+        "batch size; curves are drawn smallest batch first, each later one thinner with a "
+        "smaller marker, so curves that coincide (light loads, while verification stays "
+        "memory-bound) both show. Black-edged markers are the recommended setting of the "
+        "next table, also given in the legend. Under light load longer drafts win; as the "
         "batch grows verification passes the knee and the best size shrinks."
         + (" Dashed: the best tree of any shape (per-rank acceptance derived from the chain's "
            "\u03b1 where none was measured), a bound no engine builds." if bound else ""))
@@ -265,18 +252,31 @@ def _section_policies(plan: Plan, add: Callable[..., None]) -> None:
         "setting. "
         + ("Fixed speculation makes the busy server slower than none: " + "; ".join(slower)
            + "." if slower else "No fixed setting falls below plain decoding in this sweep.")
-        + " The table gives throughput as a multiple of plain decoding at the same load "
-        "(x plain; below 1 is slower than none) and the mean draft length the adaptive "
-        "policies choose.")
-    add("img", "policies.png", png=png_bytes(draw))
+        + " Every policy is charged the same round time (verification of all drafted tokens, "
+        "the drafter's passes up to the longest draft, the speculation overhead once anything "
+        "is drafted). Both adaptive policies may draft nothing, so neither falls below plain "
+        "decoding (the goodput controller by at most its measurement noise). They are read "
+        "against the best fixed chain at each load (0 to 16 tokens, chosen with hindsight; "
+        "the grey band): DSpark's allocation, which may draft unevenly across requests, "
+        f"reaches {dspark.min():.2f}x to {dspark.max():.2f}x of it, the goodput controller, "
+        f"which must find a length online, {goodput.min():.2f}x to {goodput.max():.2f}x."
+        " The table gives throughput as a multiple of plain decoding at the same load "
+        "(x plain; below 1 is slower than none), the adaptive policies' also as a multiple of "
+        "the best fixed chain (x best fixed), and the draft lengths chosen.")
+    title = (f"Speculation policies over load: {plan.model.name} on {plan.hardware.name} "
+             f"with {plan.policy_drafter}, engine {plan.engine}, {plan.scenario.slug}")
+    add("img", "policies.png", png=policies_png(sw, title=title))
     rows = []
     for i, b in enumerate(sw.batch):
         row: Row = {"batch": int(b)}
         for j, name in enumerate(sw.policies):
-            if name == "none":
+            if name == NONE:
                 continue
             row[f"{name} (x plain)"] = float(rel[j, i])
-            if name in ("DSpark allocation", "goodput (TurboSpec)"):
+            if name == BEST_FIXED:
+                row[f"{name}: chain (tokens)"] = int(sw.mean_draft[j, i])
+            if name in ADAPTIVE:
+                row[f"{name} (x best fixed)"] = float(to_best[j, i])
                 row[f"{name}: mean draft (tokens)"] = float(sw.mean_draft[j, i])
         rows.append(row)
     add("table", rows=rows, csv="policies.csv")

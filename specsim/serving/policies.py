@@ -6,9 +6,19 @@ and yields 1 + sum_k prod_{i<=k} pi_{b,i} tokens per request b in expectation.
 
 - fixed: every request drafts the same chain (or the same tree), whatever the load.
 - DSpark (the article's DSpark section): the confidences pi_{b,i} give each candidate position
-  a survival prod_{i<=k} pi_{b,i}; positions are sorted by survival (non-increasing along a
-  request, so any prefix of the sorted list is a set of draft prefixes) and the scheduler keeps
-  the m best that maximize expected tokens per round x steps per second SPS(B + m).
+  a survival prod_{i<=k} pi_{b,i}; for every cap L on the longest draft, the positions below L
+  are sorted by survival (non-increasing along a request, so any prefix of the sorted list is
+  a set of draft prefixes) and the scheduler keeps the L and the m best positions that
+  maximize expected tokens per round / round time. The round time is the one
+  every policy here is charged (`RoundProfile.seconds`): verification of B + m tokens, the
+  drafter's passes up to the longest draft, the speculation overhead once anything is drafted.
+  m = 0 (plain decoding) and every uniform chain are in its search, so it is never below plain
+  decoding nor below the best fixed chain. (Scoring rounds by the mean draft alone, as the
+  article's SPS(B + m) does, let long drafts ride free: in the Llama-3.1-8B / EAGLE-3 / H100
+  chat report it claimed 1.07x plain at batch 64 for drafts of up to 16 tokens, which the
+  drafter's 16 passes make 0.91x.)
+- best fixed chain (per load): the fixed chain length that is fastest at each load, chosen
+  with hindsight; the yardstick for the adaptive policies, which must find it online.
 - goodput (TurboSpec, Liu et al. 2024): one draft length for the batch, adjusted online by
   measuring goodput (accepted tokens per second, Monte Carlo over a window of rounds) at the
   neighbouring lengths and moving to the best, starting from the length the previous load
@@ -39,30 +49,62 @@ LOADS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CONCENTRATION = 20.0
 WINDOW_ROUNDS = 32  # rounds a goodput measurement averages over
 MAX_STEPS = 12  # controller moves per load level
+NONE, BEST_FIXED = "none", "best fixed chain (per load)"
+DSPARK, GOODPUT = "DSpark allocation", "goodput (TurboSpec)"
+ADAPTIVE = (DSPARK, GOODPUT)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoundProfile:
-    """Round seconds of uniform chains of 0..max_gamma draft tokens, (batch, gamma + 1)."""
+    """The parts of the engine round time of uniform chains of 0..max_gamma draft tokens.
+
+    batch: (loads,) concurrent requests. verify_s, draft_s: (loads, max_gamma + 1) seconds of
+    the target's verification pass and of the drafter, per chain length. overhead_s: (loads,)
+    host seconds a speculative round adds; hidden_s: (loads,) host seconds a speculative round
+    overlaps with the GPU (its floor); combined as in `SpeedupTable.round_s`.
+    """
 
     batch: FloatArray
-    round_s: FloatArray
+    verify_s: FloatArray
+    draft_s: FloatArray
+    overhead_s: FloatArray
+    hidden_s: FloatArray
 
-    def seconds(self, i: int, tokens_per_request: ArrayLike) -> FloatArray:
-        """Round time at batch index i for a mean of `tokens_per_request` scored per request
-        (1 + drafted), linear between the uniform chains."""
-        n = np.arange(self.round_s.shape[1], dtype=np.float64) + 1.0
-        t = np.asarray(tokens_per_request, dtype=np.float64)
-        return np.asarray(np.interp(t, n, self.round_s[i]), dtype=np.float64)
+    @property
+    def round_s(self) -> FloatArray:
+        """(loads, max_gamma + 1) seconds of a round in which every request drafts gamma."""
+        speculating = np.arange(self.verify_s.shape[1]) > 0
+        gpu = self.verify_s + self.draft_s + self.overhead_s[:, None] * speculating
+        return np.asarray(np.maximum(gpu, self.hidden_s[:, None] * speculating))
+
+    def seconds(self, i: int, drafted: ArrayLike, longest: ArrayLike) -> FloatArray:
+        """Round seconds at load index i when the batch drafts `drafted` tokens in all and its
+        longest draft is `longest` tokens (integer arrays that broadcast together).
+
+        Verification scores B + drafted tokens: linear between the uniform chains on the mean
+        tokens per request. The drafter runs as for a uniform chain of the longest draft (an
+        autoregressive drafter's passes; a parallel drafter's block costs the same at any
+        length). The host overhead is paid once anything is drafted.
+        """
+        gamma = np.arange(self.verify_s.shape[1], dtype=np.float64)
+        per_request = np.asarray(drafted, dtype=np.float64) / self.batch[i]
+        verify = np.interp(per_request, gamma, self.verify_s[i])
+        longest = np.asarray(longest, dtype=np.intp)
+        speculating = longest > 0
+        gpu = verify + self.draft_s[i, longest] + self.overhead_s[i] * speculating
+        return np.asarray(np.maximum(gpu, self.hidden_s[i] * speculating), dtype=np.float64)
 
 
 def round_profile(setup: Setup, batch: ArrayLike, max_gamma: int) -> RoundProfile:
-    """The engine round time of every uniform chain length at every batch size."""
+    """The parts of the engine round time of every uniform chain length at every batch size."""
     gamma = np.arange(max_gamma + 1, dtype=np.float64)
     chains = Candidates(nodes=gamma, depth=gamma, tau=np.ones_like(gamma),
                         max_width=np.minimum(gamma, 1.0), shape=("chain",) * gamma.size)
     table = speedup_table(setup, batch, chains)
-    return RoundProfile(batch=table.batch, round_s=table.round_s)
+    per_load = np.ones_like(table.batch)
+    return RoundProfile(batch=table.batch, verify_s=table.verify_s, draft_s=table.draft_s,
+                        overhead_s=per_load * table.round_overhead_s,
+                        hidden_s=per_load * table.round_host_overlap_s)
 
 
 def confidences(profile: AcceptanceProfile, requests: int, max_gamma: int,
@@ -83,26 +125,43 @@ def dspark_allocation(surv: FloatArray, rounds: RoundProfile, i: int
                       ) -> tuple[FloatArray, float]:
     """Draft length per request and the expected tokens per second (DSpark's scheduler).
 
-    Sort all candidate positions by survival (ties: request, then position); the objective
-    (B + sum of the m best survivals) x SPS(B + m) is evaluated for every m at once.
+    surv: (B, g) survivals, non-increasing along each request. For every cap L = 1..g on the
+    longest draft, sort the positions below L by survival (ties: request, then position) and
+    evaluate (B + sum of the m best survivals) / round seconds for every m at once; the m best
+    below L are the most tokens any allocation of m drafts no longer than L expects, so (with
+    the drafter's time non-decreasing in length) the best over (L, m) is the best allocation.
+    Plain decoding (m = 0) is the start; a later candidate must be strictly faster.
+    Returns (B,) drafted tokens per request and tokens/s.
     """
     b, g = surv.shape
-    flat = surv.ravel()
-    order = np.lexsort((np.tile(np.arange(g), b), np.repeat(np.arange(b), g), -flat))
-    gains = np.concatenate([[0.0], np.cumsum(flat[order])])
-    m = np.arange(gains.size, dtype=np.float64)
-    rate = (b + gains) / rounds.seconds(i, 1.0 + m / b)
-    best = int(np.argmax(rate))
-    lengths = np.zeros(b * g)
-    lengths[order[:best]] = 1.0
-    return lengths.reshape(b, g).sum(axis=1), float(rate[best])
+    lengths, best = np.zeros(b), float(b / rounds.seconds(i, 0.0, 0)[()])
+    for cap in range(1, g + 1):
+        flat = surv[:, :cap].ravel()
+        request, position = np.repeat(np.arange(b), cap), np.tile(np.arange(cap), b)
+        order = np.lexsort((position, request, -flat))
+        m = np.arange(1, order.size + 1)
+        longest = np.maximum.accumulate(position[order] + 1)
+        rate = (b + np.cumsum(flat[order])) / rounds.seconds(i, m, longest)
+        k = int(np.argmax(rate))
+        if rate[k] > best:
+            best = float(rate[k])
+            lengths = np.bincount(request[order[:k + 1]], minlength=b).astype(np.float64)
+    return lengths, best
 
 
 def fixed_rate(surv: FloatArray, rounds: RoundProfile, i: int, gamma: int) -> float:
     """Expected tokens per second when every request drafts a chain of gamma."""
     b = surv.shape[0]
     tokens = b + surv[:, :gamma].sum()
-    return float(tokens / rounds.seconds(i, gamma + 1.0))
+    return float(tokens / rounds.seconds(i, b * gamma, gamma)[()])
+
+
+def best_fixed_length(surv: FloatArray, rounds: RoundProfile, i: int) -> tuple[int, float]:
+    """The chain length 0..g every request drafting it is fastest at load i (ties: the
+    shortest), and its tokens per second: the per-load best fixed setting."""
+    rates = [fixed_rate(surv, rounds, i, gamma) for gamma in range(surv.shape[1] + 1)]
+    gamma = int(np.argmax(rates))
+    return gamma, rates[gamma]
 
 
 def measured_rate(conf: FloatArray, rounds: RoundProfile, i: int, gamma: int,
@@ -110,11 +169,11 @@ def measured_rate(conf: FloatArray, rounds: RoundProfile, i: int, gamma: int,
     """Goodput of a chain of gamma measured over WINDOW_ROUNDS sampled rounds."""
     b = conf.shape[0]
     if gamma == 0:
-        return float(b / rounds.seconds(i, 1.0))
+        return float(b / rounds.seconds(i, 0.0, 0)[()])
     draws = rng.random((WINDOW_ROUNDS, b, gamma)) < conf[None, :, :gamma]
     accepted = np.cumprod(draws, axis=2).sum(axis=2)  # accepted prefix per request and round
     tokens = (accepted + 1).sum(axis=1).mean()
-    return float(tokens / rounds.seconds(i, gamma + 1.0))
+    return float(tokens / rounds.seconds(i, b * gamma, gamma)[()])
 
 
 def goodput_length(conf: FloatArray, rounds: RoundProfile, i: int, start: int,
@@ -148,10 +207,14 @@ class PolicySweep:
     tokens_per_s: FloatArray
     mean_draft: FloatArray
 
+    def relative_to(self, policy: str) -> FloatArray:
+        """Each policy's throughput over `policy`'s at the same load."""
+        ref = self.tokens_per_s[self.policies.index(policy)]
+        return np.asarray(self.tokens_per_s / ref[None, :], dtype=np.float64)
+
     def relative_to_none(self) -> FloatArray:
         """Each policy's throughput over plain decoding's at the same load."""
-        none = self.tokens_per_s[self.policies.index("none")]
-        return np.asarray(self.tokens_per_s / none[None, :], dtype=np.float64)
+        return self.relative_to(NONE)
 
     def slower_than_none(self, policy: str) -> FloatArray:
         """Loads at which `policy` makes the server slower than not speculating."""
@@ -180,10 +243,10 @@ def simulate_policies(setup: Setup, profile: AcceptanceProfile, *, loads: ArrayL
     batch = np.atleast_1d(np.asarray(loads, dtype=np.float64))
     rounds = round_profile(setup, batch, max_gamma)
     rng = np.random.default_rng(seed)
-    names = ["none", *(f"fixed chain {g}" for g in fixed)]
+    names = [NONE, *(f"fixed chain {g}" for g in fixed)]
     if tree_nodes:
         names.append(f"fixed tree {tree_nodes}")
-    names += ["DSpark allocation", "goodput (TurboSpec)"]
+    names += [BEST_FIXED, DSPARK, GOODPUT]
     rate = np.zeros((len(names), batch.size))
     draft = np.zeros_like(rate)
     if tree_nodes:
@@ -199,6 +262,9 @@ def simulate_policies(setup: Setup, profile: AcceptanceProfile, *, loads: ArrayL
         if tree_nodes:
             row.append(float(tree[i]))
             lengths.append(float(tree_nodes))
+        best_gamma, best_rate = best_fixed_length(surv, rounds, i)
+        row.append(best_rate)
+        lengths.append(float(best_gamma))
         alloc, best = dspark_allocation(surv, rounds, i)
         row.append(best)
         lengths.append(float(alloc.mean()))
