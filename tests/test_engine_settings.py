@@ -86,8 +86,16 @@ def test_every_emitted_setting_satisfies_the_recorded_rules(slug: str) -> None:
         else:
             assert command.command.startswith("python -m sglang.launch_server --model-path ")
             flags = _flags(command.command)
-            assert sglang_problems(flags, target_architecture=setup.target.architecture) == []
+            rows = [c for c in rec.engine_trees if c.batch in command.batches]
+            if flags:
+                assert sglang_problems(flags, target_architecture=setup.target.architecture) \
+                    == []
+            # a range where speculation does not pay gets the plain server
+            assert all(bool(c.nodes) == bool(flags) for c in rows)
             checked += len(command.batches)
+    sglang = [c.batch_range for c in commands if c.engine == "sglang" and c.argv]
+    # SGLang's commands, one per range, cover batch 1 .. the largest that fits without a gap
+    assert [r[0] for r in sglang] == [1, *(r[1] + 1 for r in sglang[:-1])][:len(sglang)]
     runs = {"vllm": slug not in NO_VLLM, "sglang": slug not in NO_SGLANG}
     for command in commands:
         assert (command.command is not None) == runs[command.engine], command.reason

@@ -14,10 +14,12 @@ from specsim.engines import sglang
 
 # isort: split
 from specsim.engines.base import (
+    BatchRange,
     EngineAdapter,
     EngineCommand,
     adapter,
     adapters,
+    batch_ranges,
     block_only,
     register,
     render_command,
@@ -27,6 +29,6 @@ from specsim.engines.base import (
     unregister,
 )
 
-__all__ = ["EngineAdapter", "EngineCommand", "adapter", "adapters", "block_only", "register",
-           "render_command", "runs_chains", "sglang", "target_id", "tree_engines", "unregister",
-           "vllm"]
+__all__ = ["BatchRange", "EngineAdapter", "EngineCommand", "adapter", "adapters",
+           "batch_ranges", "block_only", "register", "render_command", "runs_chains", "sglang",
+           "target_id", "tree_engines", "unregister", "vllm"]

@@ -2,9 +2,10 @@
 
 An adapter says which drafter families the engine runs and under which method name, what it
 builds from a recommendation (one chain length per batch range, or SGLang-style EAGLE trees and
-fixed blocks), its cap on concurrent requests, the rules an emitted setting must keep (read from
+block chains), its cap on concurrent requests, the rules an emitted setting must keep (read from
 the `speculative:` block of engines/<slug>.yaml) and the command that starts a server. The
-engine's timing terms are not here: they live in `specsim.specs.engines`.
+engine's timing terms are not here: they live in `specsim.specs.engines`. `batch_ranges` groups
+the batch sizes that share a setting, for an engine that fixes it when its server starts.
 
 Adding an engine is one module with one module-level `EngineAdapter` passed to `register`, and
 one YAML; nothing else names an engine.
@@ -16,7 +17,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
 
 from specsim.errors import SpecError
 from specsim.specs.drafters import FAMILIES
@@ -28,8 +29,10 @@ if TYPE_CHECKING:
 
 # What an engine builds from a recommendation. "chains": one chain length per batch-size range
 # (the recommendation's per-batch schedule of chains). "eagle_trees": the tree an EAGLE
-# expansion realizes for (steps, topk, draft tokens), or one fixed block for a block method.
+# expansion realizes for (steps, topk, draft tokens), or a block chain for a block method.
 Builds = Literal["chains", "eagle_trees"]
+
+Setting = TypeVar("Setting")
 
 
 def render_command(argv: Sequence[str]) -> str:
@@ -44,7 +47,9 @@ class EngineCommand:
 
     argv: the command, one argument per item (empty where there is none); `command` is it
     rendered for a shell. batches: the batch sizes the command is the best setting for (all,
-    for vLLM's schedule).
+    for vLLM's schedule). batch_range: (first, last), the concurrent requests the command
+    serves: last is its batch cap, first one past the previous command's last (1 for the
+    first); None where there is no command.
     """
 
     engine: str
@@ -52,11 +57,54 @@ class EngineCommand:
     argv: tuple[str, ...] = ()
     reason: str = ""
     batches: tuple[int, ...] = ()
+    batch_range: tuple[int, int] | None = None
 
     @property
     def command(self) -> str | None:
         """The command as one line to paste into a POSIX shell, None where there is none."""
         return render_command(self.argv) if self.argv else None
+
+    @property
+    def batch_label(self) -> str:
+        """The range as printed beside the command: "batches 1-8", "batch 64", or ""."""
+        if self.batch_range is None:
+            return ""
+        first, last = self.batch_range
+        return f"batch {first}" if first == last else f"batches {first}-{last}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchRange(Generic[Setting]):
+    """Consecutive batch sizes that share one engine setting.
+
+    first, last: the concurrent requests the range covers (first: one past the previous
+    range's last, 1 for the first range; last: its largest sampled batch, the command's cap).
+    batches: the sampled batch sizes in it, ascending. setting: what they share.
+    """
+
+    first: int
+    last: int
+    batches: tuple[int, ...]
+    setting: Setting
+
+
+def batch_ranges(batches: Sequence[int], settings: Sequence[Setting]
+                 ) -> list[BatchRange[Setting]]:
+    """Group consecutive batch sizes (sorted ascending; ties keep their order) whose settings
+    are equal into ranges that together cover 1 .. the largest batch: a setting that returns
+    after another is a new range, because a server with it capped above the other range would
+    run it there too."""
+    ranges: list[BatchRange[Setting]] = []
+    for batch, setting in sorted(zip(batches, settings, strict=True), key=lambda p: p[0]):
+        if ranges and ranges[-1].setting == setting:
+            last = ranges[-1]
+            ranges[-1] = BatchRange(first=last.first, last=batch,
+                                    batches=(*last.batches, batch), setting=setting)
+        else:
+            first = ranges[-1].last + 1 if ranges else 1
+            ranges.append(BatchRange(first=first, last=batch, batches=(batch,),
+                                     setting=setting))
+    return ranges
 
 
 Commands = Callable[["EngineAdapter", "Recommendation", "Setup"], list["EngineCommand"]]
@@ -71,8 +119,9 @@ class EngineAdapter:
     slug: the engine's name in engines/<slug>.yaml and in `EngineCommand.engine`; name: as
     printed ("vLLM"). builds: see `Builds`. batch_flag: the flag capping concurrent
     requests per replica. per_batch_schedule: one command covers every batch size (a schedule
-    inside the setting) rather than one command per setting. column: the recommend table's
-    column for this engine, and table_cells: its value per row of `Recommendation.best`.
+    inside the setting) rather than one command per range of batch sizes with one setting.
+    column: the recommend table's column for this engine, and table_cells: its value per row
+    of `Recommendation.best`.
     find_problems(adapter, setting, target_architecture): every rule of engines/<slug>.yaml
     the setting breaks (empty: the engine starts with it). build_commands(adapter, rec,
     setup): the commands that run a recommendation, or one saying why there is none.
@@ -144,23 +193,28 @@ class EngineAdapter:
         return self.methods.get(drafter.family) if drafter is not None else None
 
     def tree_method(self, drafter: Drafter | None) -> bool:
-        """Whether the engine runs this drafter as EAGLE trees (not one fixed block)."""
+        """Whether the engine runs this drafter as EAGLE trees (not a block chain)."""
         method = self.method(drafter)
         return (self.builds == "eagle_trees" and method is not None
                 and bool(self.args.rules["algorithms"][method]["tree"]))
 
     def block_only(self, drafter: Drafter | None) -> bool:
-        """Whether the engine runs this drafter with one fixed block (DFLASH, DSPARK)."""
+        """Whether the engine runs this drafter as a block chain (DFLASH, DSPARK): one block
+        length per server, set at start-up, no tree."""
         return (self.builds == "eagle_trees" and self.method(drafter) is not None
                 and not self.tree_method(drafter))
 
     def builds_setting(self, drafter: Drafter | None, choice: Choice, block: int) -> bool:
-        """Whether the engine runs this setting (block: the drafter's fixed block length)."""
+        """Whether the engine runs this setting (block: the most draft tokens the drafter's
+        block holds). A block method runs any chain up to it: SGLang 0.5.23 takes the block
+        length as a start-up flag and sizes the drafter to it (srt/models/dflash.py
+        set_block_size; a length other than the checkpoint's only logs a warning)."""
         if choice.nodes == 0 or self.method(drafter) is None:
             return False
         if self.builds == "chains":
             return choice.shape == "chain"
-        return not self.block_only(drafter) or choice.nodes == block
+        return not self.block_only(drafter) or (choice.shape == "chain"
+                                                  and choice.nodes <= block)
 
     def rows(self, rec: Recommendation) -> list[Choice] | None:
         """The recommendation's rows this engine runs (None: none)."""
@@ -237,10 +291,10 @@ def runs_chains(drafter: Drafter | None) -> bool:
 
 
 def tree_engines(drafter: Drafter | None) -> list[EngineAdapter]:
-    """The engines that run this drafter as EAGLE trees or a fixed block."""
+    """The engines that run this drafter as EAGLE trees or a block chain."""
     return [a for a in adapters() if a.builds == "eagle_trees" and a.method(drafter) is not None]
 
 
 def block_only(drafter: Drafter | None) -> bool:
-    """Whether an engine runs this drafter with one fixed block only (DFLASH, DSPARK)."""
+    """Whether an engine runs this drafter as a block chain only (DFLASH, DSPARK)."""
     return any(a.block_only(drafter) for a in tree_engines(drafter))

@@ -1,5 +1,10 @@
-"""SGLang: the tree its EAGLE expansion realizes for (steps, topk, draft tokens), or one fixed
-block for DFLASH and DSPARK; one command per distinct setting.
+"""SGLang: the tree its EAGLE expansion realizes for (steps, topk, draft tokens), or a block
+chain for DFLASH and DSPARK; one command per range of batch sizes with one setting.
+
+SGLang 0.5.23 fixes every speculative setting when the server starts (the triple, the DFLASH
+block, the DSPARK gamma; srt/arg_groups/speculative_hook.py) and has no per-batch schedule: its
+adaptive mode (`--speculative-adaptive`, EAGLE with topk 1 only) steers the steps by the
+acceptance it observes, not by a setting given per batch size.
 
 Rules, and the algorithm each drafter family runs with, from engines/sglang.yaml `speculative:`
 (SGLang 0.5.23's flags); every emitted setting is checked against them.
@@ -10,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from specsim.engines.base import EngineAdapter, EngineCommand, register, target_id, tp_args
+from specsim.engines.base import (
+    EngineAdapter,
+    EngineCommand,
+    batch_ranges,
+    register,
+    target_id,
+    tp_args,
+)
 from specsim.errors import SpecError
 from specsim.specs.drafter_import import checkpoint_hint
 from specsim.specs.names import one_line
@@ -98,8 +110,9 @@ def flags_per_row(rec: Recommendation, drafter: Drafter | None) -> list[str]:
 
 
 def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[EngineCommand]:
-    """One `sglang.launch_server` command per distinct setting, with the batch sizes it is
-    best at, or one saying why there is none."""
+    """One `sglang.launch_server` command per range of consecutive batch sizes that share a
+    setting (a range where speculation does not pay gets the plain server), each for the
+    batch sizes of its range; or one saying why there is none."""
     args = engine.args
     drafter = setup.drafter
     algorithm = engine.method(drafter)
@@ -110,26 +123,35 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
     if not drafter.checkpoint and not builtin:
         return [engine.refuse(f"{one_line(drafter.slug)} has no published checkpoint for "
                               f"{rules['draft_flag']}: {checkpoint_hint(drafter)}")]
-    by_setting: dict[tuple[str, ...], list[int]] = {}
-    for c in rec.engine_trees:
-        if c.nodes and c.fits:
-            flags = speculative_args(drafter, c)
-            if not builtin or drafter.checkpoint != target_id(setup):
-                flags[rules["draft_flag"]] = drafter.checkpoint
-            found = engine.problems(flags, setup.target.architecture)
-            if found:
-                raise SpecError(f"internal: emitted SGLang setting breaks "
-                                f"engines/sglang.yaml: {found}")
-            words = tuple(word for k, v in flags.items() for word in (k, str(v)))
-            by_setting.setdefault(words, []).append(c.batch)
-    if not by_setting:
+    rows = [c for c in rec.engine_trees if c.fits]
+    if not any(c.nodes for c in rows):
         return [engine.refuse("speculation does not pay at any batch size that fits")]
-    head = [*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp)]
+    plain = [*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp)]
+    head = list(plain)
     timing = setup.engine
     if timing is not None and timing.base_slug == engine.slug and not timing.spec_overlap:
         head.append(rules["sync_flag"])  # what was timed: rounds without the overlap
-    return [EngineCommand(engine=engine.slug, version=args.version, argv=(*head, *words),
-                          batches=tuple(b)) for words, b in by_setting.items()]
+    words = [_words(engine, drafter, c, setup, builtin) for c in rows]
+    return [EngineCommand(engine=engine.slug, version=args.version,
+                          argv=(*(head if r.setting else plain), *r.setting),
+                          batches=r.batches, batch_range=(r.first, r.last))
+            for r in batch_ranges([c.batch for c in rows], words)]
+
+
+def _words(engine: EngineAdapter, drafter: Drafter, choice: Choice, setup: Setup,
+           builtin: bool) -> tuple[str, ...]:
+    """The speculative flags of one batch's setting as argument words (none: no speculation),
+    checked against engines/sglang.yaml."""
+    if not choice.nodes:
+        return ()
+    flags = speculative_args(drafter, choice)
+    draft_flag = engine.args.rules["draft_flag"]
+    if not builtin or drafter.checkpoint != target_id(setup):
+        flags[draft_flag] = drafter.checkpoint
+    found = engine.problems(flags, setup.target.architecture)
+    if found:
+        raise SpecError(f"internal: emitted SGLang setting breaks engines/sglang.yaml: {found}")
+    return tuple(word for k, v in flags.items() for word in (k, str(v)))
 
 
 def cells(engine: EngineAdapter, rec: Recommendation, drafter: Drafter | None) -> list[object]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from specsim.engines.base import (
     EngineAdapter,
     EngineCommand,
+    batch_ranges,
     register,
     render_command,
     target_id,
@@ -101,15 +102,8 @@ def speculative_config(rec: Recommendation, drafter: Drafter | None
 
 def _schedule(choices: list[Choice]) -> list[list[int]]:
     """[[lo, hi, k], ...]: each sampled batch size covers the sizes down to the previous one."""
-    ranges: list[list[int]] = []
-    lo = 1
-    for c in sorted(choices, key=lambda c: c.batch):
-        if ranges and ranges[-1][2] == c.nodes:
-            ranges[-1][1] = c.batch
-        else:
-            ranges.append([lo, c.batch, c.nodes])
-        lo = c.batch + 1
-    return ranges
+    return [[r.first, r.last, r.setting]
+            for r in batch_ranges([c.batch for c in choices], [c.nodes for c in choices])]
 
 
 def config_args(config: dict[str, object]) -> list[str]:
@@ -125,7 +119,9 @@ def config_flag(config: dict[str, object] | None) -> str:
 
 
 def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[EngineCommand]:
-    """One `vllm serve` command whose schedule covers every batch size, or why there is none."""
+    """One `vllm serve` command whose schedule covers every batch size (vLLM 0.33.0 switches
+    the chain length per batch size inside one server, so it needs no command per range), or
+    why there is none."""
     args = engine.args
     drafter = setup.drafter
     method = engine.method(drafter)
@@ -142,8 +138,9 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
         raise SpecError(f"internal: emitted vLLM setting breaks engines/vllm.yaml: {found}")
     argv = [*args.launch_argv(target_id(setup)), *config_args(config),
             *tp_args(args.tp_flag, setup.tp)]
+    batches = tuple(c.batch for c in rec.schedule_chain)
     return [EngineCommand(engine=engine.slug, version=args.version, argv=tuple(argv),
-                          batches=tuple(c.batch for c in rec.schedule_chain))]
+                          batches=batches, batch_range=(1, max(batches)) if batches else None)]
 
 
 def cells(engine: EngineAdapter, rec: Recommendation, drafter: Drafter | None) -> list[object]:

@@ -199,15 +199,14 @@ def schedule_setup(setup: Setup) -> Setup:
 def _sglang_choices(setup: Setup, profile: AcceptanceProfile, batches: np.ndarray,
                     objective: str, best_chain: list[Choice], use_trees: bool,
                     max_nodes: int, depth_limit: int) -> list[Choice] | None:
-    """What the EAGLE-tree engines (SGLang) run per batch: the best tree or chain, or the
-    fixed block chain; None where none runs the drafter."""
+    """What the EAGLE-tree engines (SGLang) run per batch: the best tree or chain, or for a
+    block drafter (DFLASH, DSPARK) the best block chain up to the drafter's block, since its
+    length is a start-up flag (sglang-0.5.23 `--speculative-dflash-block-size`, sized into the
+    drafter by srt/models/dflash.py set_block_size) and each batch range gets its own server;
+    None where none runs the drafter."""
     if not tree_engines(setup.drafter):
         return None
-    if block_only(setup.drafter):
-        block = chain_candidates(profile, depth_limit)
-        fixed = _subset(block, (block.nodes == 0) | (block.nodes == depth_limit))
-        return _choices(speedup_table(setup, batches, fixed), objective)
-    if not use_trees:
+    if block_only(setup.drafter) or not use_trees:
         return best_chain
     steps = min(depth_limit, max(AUTOREGRESSIVE_DEPTHS))
     trees = _choices(speedup_table(setup, batches,
@@ -297,6 +296,9 @@ def engine_cells(rec: Recommendation, drafter: Drafter | None) -> dict[str, list
 def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     """Per engine adapter, the commands that start a server with the recommended setting, or
     the reason there is none; every emitted setting satisfies engines/*.yaml (else SpecError).
+    An engine that switches its setting per batch size inside one server (vLLM's schedule)
+    gets one command; one that fixes it at start-up (SGLang) gets one per range of
+    consecutive batch sizes sharing a setting (`EngineCommand.batch_range`, `batch_label`).
     Each command carries the engine's cap on concurrent requests at the largest batch it was
     computed for (`--max-num-seqs`, `--max-running-requests`): without it vLLM admits up to
     its default 1,024 sequences, and SGLang resets its cap to 48 whenever speculation is on

@@ -1,0 +1,181 @@
+"""Engine commands reach the batch sizes they were computed for: an engine that fixes its
+speculative setting when the server starts (SGLang 0.5.23: the EAGLE triple, the DFLASH block,
+the DSPARK gamma) gets one command per range of consecutive batch sizes sharing a setting,
+capped at the range's largest batch; one that switches per batch size inside a server (vLLM's
+num_speculative_tokens_per_batch_size) gets one command; a setting that holds at every batch
+is one command either way. Expected commands are written out by hand from the rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specsim.engines import BatchRange, EngineCommand, adapter, batch_ranges
+from specsim.speculation.recommend import (
+    Choice,
+    Recommendation,
+    engine_commands,
+    limit_depth,
+    recommend,
+)
+from specsim.speculation.setup import load_setup
+
+SGLANG = adapter("sglang")
+SGLANG_HEAD = ["python", "-m", "sglang.launch_server", "--model-path"]
+
+
+def _choice(batch: int, nodes: int, depth: int, width: int, fits: bool = True) -> Choice:
+    shape = "none" if nodes == 0 else "chain" if width <= 1 else "tree"
+    return Choice(batch=batch, shape=shape, nodes=nodes, depth=depth, max_width=width,
+                  tau=2.0, round_s=0.01, speedup=1.5, tokens_per_s_per_user=200.0,
+                  throughput=200.0 * batch, fits=fits)
+
+
+def _rec(rows: list[Choice]) -> Recommendation:
+    chains = [c for c in rows if c.max_width <= 1]
+    return Recommendation(best=rows, best_chain=chains, objective="speedup",
+                          engine_trees=rows, schedule_chain=[])
+
+
+def _sglang(rows: list[Choice], drafter: str, engine: str = "sglang") -> list[EngineCommand]:
+    setup, _ = load_setup(drafter=drafter, engine=engine)
+    return [c for c in engine_commands(_rec(rows), setup) if c.engine == "sglang"]
+
+
+# ------------------------------------------------------------------ grouping
+
+
+def test_batch_ranges_by_hand() -> None:
+    # sorted by batch; 1 and 8 share A, 64 is B, 128 is A again: a new range, because a server
+    # with A capped at 128 would also run A at 9-64, where B is the setting
+    ranges = batch_ranges([64, 1, 128, 8], ["B", "A", "A", "A"])
+    assert ranges == [BatchRange(first=1, last=8, batches=(1, 8), setting="A"),
+                      BatchRange(first=9, last=64, batches=(64,), setting="B"),
+                      BatchRange(first=65, last=128, batches=(128,), setting="A")]
+    assert batch_ranges([4], [()]) == [BatchRange(first=1, last=4, batches=(4,), setting=())]
+    assert batch_ranges([], []) == []
+
+
+def test_batch_labels() -> None:
+    def label(batch_range: tuple[int, int] | None) -> str:
+        return EngineCommand(engine="e", version="1", batch_range=batch_range).batch_label
+
+    assert (label((1, 8)), label((64, 64)), label(None)) == ("batches 1-8", "batch 64", "")
+
+
+# ------------------------------------------------------------------ SGLang: one per range
+
+
+EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+TARGET = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _eagle3(steps: int, topk: int, tokens: int) -> list[str]:
+    return ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", str(steps),
+            "--speculative-eagle-topk", str(topk), "--speculative-num-draft-tokens",
+            str(tokens), "--speculative-draft-model-path", EAGLE3]
+
+
+def test_sglang_gets_one_command_per_range_with_its_flags_and_cap() -> None:
+    # a tree of 63 drafted nodes, 3 deep, topk 8 at batches 1-4 (draft tokens 63 + 1 = 64),
+    # a 4-chain at 16 and 32 (steps 4, topk 1, draft tokens 5), a 6-chain at 64, no
+    # speculation at 128, and 256 does not fit: four servers, capped at 4, 32, 64 and 128
+    rows = [_choice(1, 63, 3, 8), _choice(4, 63, 3, 8), _choice(16, 4, 4, 1),
+            _choice(32, 4, 4, 1), _choice(64, 6, 6, 1), _choice(128, 0, 0, 0),
+            _choice(256, 6, 6, 1, fits=False)]
+    head = [*SGLANG_HEAD, TARGET]
+    expected = [
+        ((1, 4), (1, 4), [*head, *_eagle3(3, 8, 64), "--max-running-requests", "4"]),
+        ((5, 32), (16, 32), [*head, *_eagle3(4, 1, 5), "--max-running-requests", "32"]),
+        ((33, 64), (64,), [*head, *_eagle3(6, 1, 7), "--max-running-requests", "64"]),
+        ((65, 128), (128,), [*head, "--max-running-requests", "128"]),
+    ]
+    commands = _sglang(rows, "eagle3-llama-3.1-8b")
+    assert [(c.batch_range, c.batches, list(c.argv)) for c in commands] == expected
+    assert [c.batch_label for c in commands] == [
+        "batches 1-4", "batches 5-32", "batches 33-64", "batches 65-128"]
+
+
+def test_a_setting_that_returns_after_another_is_its_own_command() -> None:
+    # 5-chain at 1, 3-chain at 8, 5-chain again at 64: grouping by setting alone gave the
+    # 5-chain one server capped at 64 that would also run at 2-8
+    rows = [_choice(1, 5, 5, 1), _choice(8, 3, 3, 1), _choice(64, 5, 5, 1)]
+    commands = _sglang(rows, "eagle3-llama-3.1-8b")
+    assert [(c.batch_range, c.argv[c.argv.index("--speculative-num-steps") + 1],
+             c.argv[-1]) for c in commands] == [((1, 1), "5", "1"), ((2, 8), "3", "8"),
+                                                ((9, 64), "5", "64")]
+
+
+def test_a_constant_setting_is_one_command() -> None:
+    rows = [_choice(b, 4, 4, 1) for b in (1, 2, 8, 64)]
+    (command,) = _sglang(rows, "eagle3-llama-3.1-8b")
+    assert command.batch_range == (1, 64) and command.batches == (1, 2, 8, 64)
+    assert list(command.argv) == [*SGLANG_HEAD, TARGET, *_eagle3(4, 1, 5),
+                                  "--max-running-requests", "64"]
+
+
+def test_the_sync_flag_goes_on_speculative_servers_only() -> None:
+    # timed without the overlap (--engine sglang:sync): the speculative server says so; the
+    # plain one is exactly the plain-decoding command
+    rows = [_choice(1, 4, 4, 1), _choice(64, 0, 0, 0)]
+    spec, plain = _sglang(rows, "eagle3-llama-3.1-8b", engine="sglang:sync")
+    assert "--disable-overlap-schedule" in spec.argv
+    setup, _ = load_setup(drafter="eagle3-llama-3.1-8b", engine="sglang:sync")
+    assert plain.argv == SGLANG.plain_command(setup, 64).argv
+
+
+def test_nothing_pays_is_one_reason() -> None:
+    rows = [_choice(1, 0, 0, 0), _choice(8, 4, 4, 1, fits=False)]
+    (command,) = _sglang(rows, "eagle3-llama-3.1-8b")
+    assert command.argv == () and "does not pay" in command.reason
+
+
+# ------------------------------------------------------------------ block drafters
+
+
+def test_a_dflash_block_per_range() -> None:
+    # DFLASH's block is the anchor plus the drafted tokens: 15 drafts -> block 16 at 1-8,
+    # 6 drafts -> block 7 at 9-64 (sglang-0.5.23 --speculative-dflash-block-size, a start-up
+    # flag the worker sizes the drafter to)
+    rows = [_choice(1, 15, 15, 1), _choice(8, 15, 15, 1), _choice(64, 6, 6, 1)]
+    commands = _sglang(rows, "dflash-qwen3-8b")
+    flags = ["--speculative-algorithm", "DFLASH", "--speculative-dflash-block-size"]
+    draft = ["--speculative-draft-model-path", "z-lab/Qwen3-8B-DFlash-b16"]
+    head = [*SGLANG_HEAD, "Qwen/Qwen3-8B"]
+    assert [list(c.argv) for c in commands] == [
+        [*head, *flags, "16", *draft, "--max-running-requests", "8"],
+        [*head, *flags, "7", *draft, "--max-running-requests", "64"]]
+
+
+def test_measured_dflash_recommendation_reaches_batch_64() -> None:
+    """The issue's case: `specsim recommend --drafter dflash-qwen3-8b --batch 1,8,64` printed
+    one SGLang line with block 16 for batches 1, 8 and 64. Each SGLang command now runs the
+    block the table shows for its batches, capped at its range's largest batch."""
+    setup, profile = load_setup(drafter="dflash-qwen3-8b")
+    rec = recommend(setup, profile, [1, 8, 64])
+    assert rec.engine_trees is not None
+    block = {c.batch: c.nodes + 1 for c in rec.engine_trees}
+    commands = [c for c in engine_commands(rec, setup) if c.engine == "sglang"]
+    assert len({block[1], block[8], block[64]}) == len(commands) > 1
+    for c in commands:
+        argv = list(c.argv)
+        assert {block[b] for b in c.batches} == {
+            int(argv[argv.index("--speculative-dflash-block-size") + 1])}
+        assert argv[-2:] == ["--max-running-requests", str(max(c.batches))]
+    # vLLM switches per batch size inside one server: still one command, capped at 64
+    (vllm,) = [c for c in engine_commands(rec, setup) if c.engine == "vllm"]
+    config = json.loads(vllm.argv[vllm.argv.index("--speculative-config") + 1])
+    assert config["num_speculative_tokens_per_batch_size"][-1][1] == 64
+    assert vllm.argv[-2:] == ("--max-num-seqs", "64") and vllm.batch_range == (1, 64)
+
+
+@pytest.mark.parametrize(("nodes", "shape", "builds"), [
+    (15, "chain", True), (6, "chain", True), (16, "chain", False), (6, "tree", False)])
+def test_sglang_builds_any_block_up_to_the_drafters(nodes: int, shape: str,
+                                                    builds: bool) -> None:
+    setup, profile = load_setup(drafter="dflash-qwen3-8b")
+    block = limit_depth(setup, profile, 64, None, [])
+    assert block == 15  # block_size 16: the anchor and 15 drafted tokens
+    choice = _choice(8, nodes, nodes if shape == "chain" else 3, 1 if shape == "chain" else 2)
+    assert SGLANG.builds_setting(setup.drafter, choice, block) is builds
