@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specsim.measurement.published import load_published
-from specsim.measurement.validate import _samples, row_setup
+from specsim.measurement.validate import METRICS, _samples, row_setup
 from specsim.specs.engines import Engine, load_engine
 from specsim.specs.models import load_model
 from specsim.speculation import engine_time
@@ -79,10 +79,12 @@ def test_validate_times_every_published_row_as_speedup_does() -> None:
 
 
 def test_validate_times_every_row_at_once_as_one_by_one() -> None:
-    """A fit times every row of an engine in one call per engine (`PartsTimer`): the same
-    (step, round) as each wave's own `RoundParts.times`, to the last bit, at the shipped terms
-    and at terms away from them (graph and eager engines, synchronous and overlapped)."""
-    from specsim.measurement.validate import PartsTimer
+    """A fit times every row of an engine in one call per engine (`PartsTimer`) and predicts
+    every sample at once (`SamplePredictor`): the same (step, round) as each wave's own
+    `RoundParts.times`, and the same prediction as each `Sample.predict`, to the last bit, at
+    the shipped terms and at terms away from them (graph and eager engines, synchronous and
+    overlapped, every metric)."""
+    from specsim.measurement.validate import PartsTimer, SamplePredictor
 
     waves = _row_waves()
     by_engine: dict[str, list[Any]] = {}
@@ -90,12 +92,20 @@ def test_validate_times_every_row_at_once_as_one_by_one() -> None:
         by_engine.setdefault(row.engine, []).append(parts)
     assert len(by_engine) >= 3
     assert {p.engine.spec_overlap for _, p in waves} == {False, True}
+    rows = {r.id: r for r in load_published()}
+    samples: dict[str, list[Any]] = {}
+    for row_id, sample in _samples(list(rows.values())).items():
+        samples.setdefault(rows[row_id].engine, []).append(sample)
+    assert {s.metric for group in samples.values() for s in group} == set(METRICS)
     for slug, parts in by_engine.items():
         shipped = _shipped_terms(load_engine(slug))
         timer = PartsTimer(parts)
+        predict = SamplePredictor(samples[slug])
         for terms in (shipped, {k: 1.7 * v + 1e-5 for k, v in shipped.items()}):
-            times = timer(terms)
-            assert [times[id(p)] for p in parts] == [p.times(terms) for p in parts], slug
+            step, round_s = timer(terms)
+            assert [(step[timer.index[id(p)]], round_s[timer.index[id(p)]]) for p in parts] \
+                == [p.times(terms) for p in parts], slug
+            assert predict(terms).tolist() == [s.predict(terms) for s in samples[slug]], slug
 
 
 def test_round_time_by_hand() -> None:

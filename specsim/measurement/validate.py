@@ -20,10 +20,12 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from specsim.forward.shapes import FloatArray
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
@@ -77,9 +79,6 @@ class RoundParts:
         return float(rt.step_s), float(rt.round_s)
 
 
-Times = dict[int, tuple[float, float]]  # (step, round) seconds by id() of a RoundParts
-
-
 class PartsTimer:
     """`RoundParts.times` of many parts at once: one `engine_time.counted_round_time` call per
     engine (and spec_overlap) over arrays of the parts' kernel times and op counts, element by
@@ -89,35 +88,39 @@ class PartsTimer:
     FIELDS = ("batch", "baseline_s", "verify_s", "draft_s", "passes")
 
     def __init__(self, parts: list[RoundParts]) -> None:
-        self._parts = parts  # kept alive: their id()s key the times
-        by_engine: list[tuple[Engine, dict[int, RoundParts]]] = []
+        self.parts: list[RoundParts] = []  # each once, in the order first given
+        self.index: dict[int, int] = {}  # id() of a part -> its place in `parts`
+        by_engine: list[tuple[Engine, list[int]]] = []
         for p in parts:
+            if id(p) in self.index:
+                continue
+            self.index[id(p)] = len(self.parts)
             group = next((g for e, g in by_engine if e is p.engine or e == p.engine), None)
             if group is None:
-                by_engine.append((p.engine, group := {}))
-            group[id(p)] = p
-        self._groups: list[tuple[Engine, list[int], engine_time.OpCounts,
+                by_engine.append((p.engine, group := []))
+            group.append(len(self.parts))
+            self.parts.append(p)
+        self._groups: list[tuple[Engine, np.ndarray, engine_time.OpCounts,
                                  dict[str, np.ndarray]]] = []
-        for engine, members in by_engine:
-            counts = [engine_time.op_counts(engine, p.target, p.drafter)
-                      for p in members.values()]
+        for engine, places in by_engine:
+            members = [self.parts[i] for i in places]
+            counts = [engine_time.op_counts(engine, p.target, p.drafter) for p in members]
             columns = {name: np.array([getattr(c, name) for c in counts], dtype=np.float64)
                        for name in ("target", "drafter", "round", "loop")}
-            self._groups.append((engine, list(members), engine_time.OpCounts(**columns), {
-                name: np.array([getattr(p, name) for p in members.values()], dtype=np.float64)
+            self._groups.append((engine, np.array(places), engine_time.OpCounts(**columns), {
+                name: np.array([getattr(p, name) for p in members], dtype=np.float64)
                 for name in self.FIELDS}))
 
-    def __call__(self, terms: dict[str, float]) -> Times:
-        """(step, round) of every part with these engine terms."""
-        out: Times = {}
-        for engine, ids, counts, a in self._groups:
+    def __call__(self, terms: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """(step, round) seconds of every part (`parts`' order) with these engine terms."""
+        step, round_s = np.empty(len(self.parts)), np.empty(len(self.parts))
+        for engine, places, counts, a in self._groups:
             rt = engine_time.counted_round_time(
-                _with_terms(engine, terms), counts, batch=a["batch"],
+                engine.with_terms(**terms), counts, batch=a["batch"],
                 step_gpu_s=a["baseline_s"], verify_gpu_s=a["verify_s"],
                 draft_gpu_s=a["draft_s"], passes=a["passes"])
-            out.update(zip(ids, zip(rt.step_s.tolist(), rt.round_s.tolist(), strict=True),
-                           strict=True))
-        return out
+            step[places], round_s[places] = rt.step_s, rt.round_s
+        return step, round_s
 
 
 _ENGINES: dict[tuple[str, bool, tuple[tuple[str, float], ...]], tuple[Engine, Engine]] = {}
@@ -148,23 +151,45 @@ class Run:
 
     waves: tuple[tuple[RoundParts, int], ...]
 
-    def predict(self, metric: str, tau: float, terms: dict[str, float],
-                times: Times | None = None) -> float:
-        """The run's metric (see METRICS, relative_speedup aside) with these engine terms
-        (times: its parts' times with them, computed beforehand by a `PartsTimer`)."""
-        baseline = round_s = requests = 0.0
+    def predict(self, metric: str, tau: float, terms: dict[str, float]) -> float:
+        """The run's metric (see METRICS, relative_speedup aside) with these engine terms."""
+        baseline = round_s = 0.0
         for parts, count in self.waves:
-            step, rnd = parts.times(terms) if times is None else times[id(parts)]
+            step, rnd = parts.times(terms)
             baseline += count * step
             round_s += count * rnd
+        return run_metric(metric, tau, baseline=baseline, round_s=round_s,
+                          requests=self.requests, steps=self.steps)
+
+    @property
+    def requests(self) -> float:
+        """Requests over the run's waves."""
+        requests = 0.0
+        for parts, count in self.waves:
             requests += count * parts.batch
-        if metric == "plain_tokens_per_s":
-            return requests / baseline
-        if metric == "plain_tpot_ms":  # each request's time per token, over the run's waves
-            return 1e3 * baseline / sum(count for _, count in self.waves)
-        if metric == "tokens_per_s":
-            return tau * requests / round_s
-        return tau * baseline / round_s
+        return requests
+
+    @property
+    def steps(self) -> int:
+        """Waves the run goes through."""
+        return sum(count for _, count in self.waves)
+
+
+Number = TypeVar("Number", float, FloatArray)
+
+
+def run_metric(metric: str, tau: Number, *, baseline: Number, round_s: Number,
+               requests: Number, steps: Number | int) -> Number:
+    """A run's metric (see METRICS, relative_speedup aside) from its summed wave times
+    (plain steps, rounds), requests and waves: floats for one run, or arrays over runs that
+    share the metric."""
+    if metric == "plain_tokens_per_s":
+        return requests / baseline
+    if metric == "plain_tpot_ms":  # each request's time per token, over the run's waves
+        return 1e3 * baseline / steps
+    if metric == "tokens_per_s":
+        return tau * requests / round_s
+    return tau * baseline / round_s
 
 
 def wave_batches(batch: int, requests: int | None) -> dict[int, int]:
@@ -366,21 +391,74 @@ class Sample:
     reference: Run | None = None
     reference_tau: float = 1.0  # a speedup_versus row's reference's tau
 
-    def predict(self, terms: dict[str, float], times: Times | None = None) -> float:
-        if self.reference is None:
-            return self.run.predict(self.metric, self.tau, terms, times)
-        if self.metric == "speedup_versus":
-            return (self.run.predict("tokens_per_s", self.tau, terms, times)
-                    / self.reference.predict("tokens_per_s", self.reference_tau, terms,
-                                             times))
-        return (self.run.predict("speedup", 1.0, terms, times)
-                / self.reference.predict("speedup", 1.0, terms, times))
+    def predict(self, terms: dict[str, float]) -> float:
+        (run, metric, tau), over = self.quotient
+        value = run.predict(metric, tau, terms)
+        if over is None:
+            return value
+        return value / over[0].predict(over[1], over[2], terms)
 
     @property
-    def parts(self) -> list[RoundParts]:
-        """Every RoundParts its prediction times."""
-        runs = [self.run] if self.reference is None else [self.run, self.reference]
-        return [parts for run in runs for parts, _ in run.waves]
+    def quotient(self) -> tuple[tuple[Run, str, float], tuple[Run, str, float] | None]:
+        """What the prediction is: a run's metric (run, metric, tau), over another's or not."""
+        if self.reference is None:
+            return (self.run, self.metric, self.tau), None
+        if self.metric == "speedup_versus":
+            return ((self.run, "tokens_per_s", self.tau),
+                    (self.reference, "tokens_per_s", self.reference_tau))
+        return (self.run, "speedup", 1.0), (self.reference, "speedup", 1.0)
+
+
+class SamplePredictor:
+    """`Sample.predict` of many samples at once, element by element the same numbers: every
+    part timed in one `PartsTimer` call, each run's waves summed in the same order as
+    `Run.predict` (a run with fewer waves adds zeros), `run_metric` over the runs of each
+    metric. A fit's residuals at each trial of its terms."""
+
+    def __init__(self, samples: list[Sample]) -> None:
+        runs: list[tuple[Run, str, float]] = []  # numerators, then denominators
+        over: list[int] = []  # each sample's denominator in `runs`, -1 if none
+        for sample in samples:
+            runs.append(sample.quotient[0])
+        for sample in samples:
+            denominator = sample.quotient[1]
+            over.append(-1 if denominator is None else len(runs))
+            if denominator is not None:
+                runs.append(denominator)
+        self.samples = len(samples)
+        self.over = np.array(over)
+        self.has_over = self.over >= 0
+        self.timer = PartsTimer([parts for run, _, _ in runs for parts, _ in run.waves])
+        width = max((len(run.waves) for run, _, _ in runs), default=0)
+        # (wave, run): the part each run times in its k-th wave and how often (0: no k-th wave)
+        self.place = np.zeros((width, len(runs)), dtype=np.int64)
+        self.count = np.zeros((width, len(runs)))
+        for j, (run, _, _) in enumerate(runs):
+            for k, (parts, count) in enumerate(run.waves):
+                self.place[k, j], self.count[k, j] = self.timer.index[id(parts)], count
+            self.place[len(run.waves):, j] = self.place[0, j]
+        self.requests = np.array([run.requests for run, _, _ in runs])
+        self.steps = np.array([run.steps for run, _, _ in runs], dtype=np.float64)
+        self.tau = np.array([tau for _, _, tau in runs], dtype=np.float64)
+        self.metrics = [(metric, np.array([j for j, r in enumerate(runs) if r[1] == metric]))
+                        for metric in sorted({metric for _, metric, _ in runs})]
+
+    def __call__(self, terms: dict[str, float]) -> np.ndarray:
+        """Every sample's prediction with these engine terms, (samples,)."""
+        step, rnd = self.timer(terms)
+        baseline, round_s = np.zeros(len(self.tau)), np.zeros(len(self.tau))
+        for place, count in zip(self.place, self.count, strict=True):
+            baseline = baseline + count * step[place]
+            round_s = round_s + count * rnd[place]
+        value = np.empty(len(self.tau))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for metric, j in self.metrics:
+                value[j] = run_metric(metric, self.tau[j], baseline=baseline[j],
+                                      round_s=round_s[j], requests=self.requests[j],
+                                      steps=self.steps[j])
+        out = value[:self.samples].copy()
+        out[self.has_over] = out[self.has_over] / value[self.over[self.has_over]]
+        return out
 
 
 def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
@@ -395,12 +473,12 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     high = np.array([engine.fit_range(k)[1] for k in names])
     middle, span = (low + high) / 2, high - low
 
-    timer = PartsTimer([parts for sample in samples for parts in sample.parts])
+    predict = SamplePredictor(samples)
+    measured = np.array([sample.measured for sample in samples], dtype=np.float64)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         t = {**terms, **dict(zip(names, (float(v) for v in x), strict=True))}
-        times = timer(t)
-        errors = [np.log(sample.predict(t, times) / sample.measured) for sample in samples]
+        errors = np.log(predict(t) / measured)
         return np.concatenate([errors, RIDGE * (x - middle) / span])
 
     # Starts from a grid inside the bounds, never the YAML's shipped values (fitted on every
