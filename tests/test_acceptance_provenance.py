@@ -112,3 +112,24 @@ def test_the_answer_names_the_acceptance_and_flags_a_proxy() -> None:
     assert ("hspec-qwen3-8b's own measurement on chat, used for code (none on code) "
             "(itself a proxy)") in text
     assert "\u03c4 = 4.04 at 6 draft tokens" in text
+
+
+def test_validate_refuses_a_published_drafter_for_another_model(tmp_path: Path) -> None:
+    """validate goes through the same compatibility check: a row that runs Medusa heads made for
+    Vicuna-7B on Vicuna-13B is refused naming the file and row, unless the row says the spec
+    only stands for the architecture of a checkpoint made for that target."""
+    from specsim.measurement.published import load_published
+    from specsim.measurement.validate import validate
+
+    data = yaml.safe_load((builtin_dir("published") / "spec-bench-a100.yaml").read_text())
+    row = next(r for r in data["rows"] if r["id"] == "specbench-a100-vicuna13b-medusa")
+    assert row["drafter_spec_stands_in"] is True
+    del row["drafter_spec_stands_in"]
+    data["rows"] = [row]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError) as err:
+        validate(load_published([str(path)]))
+    text = str(err.value)
+    assert text.startswith("mine.yaml row specbench-a100-vicuna13b-medusa: field 'drafter_spec'")
+    assert "was trained for vicuna-7b-v1.3, not vicuna-13b-v1.3" in text and "\n" not in text

@@ -47,6 +47,7 @@ ROW_KEYS = (
     *REQUIRED,
     "engine_version", "tp", "ep", "group", "temperature", "weight_dtype",  # setup as published
     "drafter", "drafter_spec", "drafter_takes_target_width",  # the drafter, and its spec
+    "drafter_spec_stands_in",  # the spec stands for another checkpoint made for this target
     "draft_tokens", "depth", "topk",  # speculation setting
     "tau", "acceptance_rate", "speedup", "baseline_tokens_per_s", "spec_tokens_per_s",  # measured
     "tpot_ms",  # measured plain-decoding time per output token of one request, ms
@@ -81,6 +82,10 @@ class PublishedRow:
     group: str
     drafter_spec: str | None  # built-in drafter whose architecture times the drafting
     drafter_takes_target_width: bool  # its layer copies the target's width (EAGLE, DFlash)
+    # The drafter measured is another checkpoint, made for this row's target, whose
+    # architecture the spec stands for (Medusa heads for Vicuna-13B timed as the 7B's): the
+    # compatibility check of a deployment does not apply.
+    drafter_spec_stands_in: bool
     shape: str
     draft_tokens: int | None
     depth: int | None
@@ -248,6 +253,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
         group=str(item.get("group") or item["method"]),
         drafter_spec=_drafter_spec(item, where),
         drafter_takes_target_width=_bool(item, "drafter_takes_target_width", where),
+        drafter_spec_stands_in=_bool(item, "drafter_spec_stands_in", where),
         shape=str(item["shape"]),
         draft_tokens=_optional_int(item, "draft_tokens", where),
         depth=_optional_int(item, "depth", where),

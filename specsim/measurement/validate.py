@@ -25,6 +25,7 @@ from typing import TypeVar
 import numpy as np
 from scipy.optimize import least_squares
 
+from specsim.errors import SpecError
 from specsim.forward.shapes import FloatArray
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
@@ -359,15 +360,29 @@ def _builtin_hardware(name: str) -> Hardware:
 
 
 @functools.cache
-def _builtin_drafter(name: str, target: str) -> Drafter:
-    return load_drafter(name, target=_builtin_model(target))
+def _builtin_drafter(name: str, target: str, checked: bool = True) -> Drafter:
+    """The drafter on the row's target, through the one compatibility check every command
+    uses (a drafter made for another model is refused, naming both) unless the row takes the
+    spec only as an architecture at its target's width (`checked` False)."""
+    from specsim.speculation.setup import check_compatible
+
+    drafter = load_drafter(name, target=_builtin_model(target))
+    if checked:
+        check_compatible(load_drafter(name).target, drafter, _builtin_model(target), name)
+    return drafter
 
 
 def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
     """The row's drafter on its target (None: drafting without a model)."""
     if row.drafter_spec in (None, NO_DRAFTER_MODEL):
         return None
-    d = _builtin_drafter(row.drafter_spec, target.slug)
+    try:
+        d = _builtin_drafter(row.drafter_spec, target.slug, not (
+            row.drafter_takes_target_width or row.drafter_spec_stands_in))
+    except SpecError as err:
+        raise SpecError(f"{row.file}.yaml row {row.id}: field 'drafter_spec': {err} (if the "
+                        "spec only stands for the architecture of a checkpoint made for this "
+                        "target, say drafter_spec_stands_in: true)") from None
     if not row.drafter_takes_target_width or d.hidden_size == target.hidden_size:
         return d
     # Widened to the target's shapes; an own LM head keeps its draft vocabulary (EAGLE-3's
