@@ -249,7 +249,8 @@ def recommend(
         if c.command is None:
             echo(f"{label}: {c.reason}")
         elif not engine_adapter.per_batch_schedule and len(commands) > 1:
-            echo(f"{label} (batch {', '.join(map(str, c.batches))}): {c.command}")
+            echo(f"{label} ({c.batch_label or 'batch ' + ', '.join(map(str, c.batches))}): "
+                 f"{c.command}")
         else:
             echo(f"{label}: {c.command}")
     for note in rec.notes:

@@ -303,8 +303,10 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
             if c.command is None:
                 lines.append(f"# {c.engine} {c.version}: {one_line(c.reason)}")
             else:
-                batches = f" (batch {_batch_text(c.batches)})" if c.batches else ""
-                lines += [f"# {c.engine} {c.version}{batches}", c.command]
+                label = c.batch_label or (f"batch {_batch_text(c.batches)}" if c.batches
+                                          else "")
+                lines += [f"# {c.engine} {c.version}" + (f" ({label})" if label else ""),
+                          c.command]
         out.append((d.name, "\n".join(lines)))
     return out
 
