@@ -47,7 +47,12 @@ from specsim.speculation.speedup import Candidates, Setup, speedup_table, tree_c
 LOADS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # Spread of per-request acceptance: Beta(K a, K (1 - a)), mean a (a scenario choice).
 CONCENTRATION = 20.0
-WINDOW_ROUNDS = 32  # rounds a goodput measurement averages over
+# A goodput measurement averages over WINDOW_ROUNDS rounds, and over at least
+# WINDOW_REQUEST_ROUNDS request-rounds (a controller measures over a time window: at light load
+# a round carries few requests, so it takes more of them; 1,024 draws of a round's tokens keep
+# the measurement within about 2% at batch 1).
+WINDOW_ROUNDS = 32
+WINDOW_REQUEST_ROUNDS = 1024
 MAX_STEPS = 12  # controller moves per load level
 NONE, BEST_FIXED = "none", "best fixed chain (per load)"
 DSPARK, GOODPUT = "DSpark allocation", "goodput (TurboSpec)"
@@ -166,11 +171,13 @@ def best_fixed_length(surv: FloatArray, rounds: RoundProfile, i: int) -> tuple[i
 
 def measured_rate(conf: FloatArray, rounds: RoundProfile, i: int, gamma: int,
                   rng: np.random.Generator) -> float:
-    """Goodput of a chain of gamma measured over WINDOW_ROUNDS sampled rounds."""
+    """Goodput of a chain of gamma measured over sampled rounds (WINDOW_ROUNDS, and at least
+    WINDOW_REQUEST_ROUNDS request-rounds)."""
     b = conf.shape[0]
     if gamma == 0:
         return float(b / rounds.seconds(i, 0.0, 0)[()])
-    draws = rng.random((WINDOW_ROUNDS, b, gamma)) < conf[None, :, :gamma]
+    window = max(WINDOW_ROUNDS, -(-WINDOW_REQUEST_ROUNDS // b))
+    draws = rng.random((window, b, gamma)) < conf[None, :, :gamma]
     accepted = np.cumprod(draws, axis=2).sum(axis=2)  # accepted prefix per request and round
     tokens = (accepted + 1).sum(axis=1).mean()
     return float(tokens / rounds.seconds(i, b * gamma, gamma)[()])
