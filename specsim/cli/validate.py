@@ -97,11 +97,23 @@ def validate(
     published: Annotated[list[str] | None, typer.Option(
         help="Published file (slug or YAML path); repeat for several (default: all built-in).")]
     = None,
+    latency: Annotated[list[str] | None, typer.Option(
+        help="Published serving-latency file (slug of workloads/latency/ or YAML path); "
+        "repeat for several (default: all built-in; with --published given: none).")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write predicted vs measured (PNG).")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing --plot file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Predict every published row with tau held at its value; errors are held out by source."""
+    """Predict every published row with tau held at its value; errors are held out by source.
+
+    Then the published serving latency (TTFT, TPOT, ITL medians of concurrency benchmarks),
+    predicted with the plan's serving model and its latency simulation; never fitted on.
+    """
+    from specsim.measurement.latency_rows import (
+        latency_summary,
+        load_latency_rows,
+        predict_latency_rows,
+    )
     from specsim.measurement.published import load_published
     from specsim.specs.outputs import PLOT_SUFFIXES, check_writable
 
@@ -110,11 +122,20 @@ def validate(
     from specsim.measurement.validate import validate as run
 
     results = run(load_published(published))
+    names = latency if latency is not None else (None if published is None else [])
+    lat = predict_latency_rows(*load_latency_rows(names)) if names != [] else []
+    lat_rows = [{"id": r.id, "model": r.model, "hardware": r.hardware, "engine": r.engine,
+                 "tp": r.tp, "concurrency": r.concurrency, "metric": r.metric,
+                 "measured": r.measured, "predicted": r.predicted, "error %": r.error_pct}
+                for r in lat]
+    lat_summary = [{"metric": k, "rows": sum(r.metric == k for r in lat),
+                    "median abs error %": v} for k, v in latency_summary(lat).items()]
     rows = [_row(v) for v in results if v.predicted is not None]
     skipped = [{"id": v.row.id, "reason": v.reason} for v in results if v.predicted is None]
     summary = _summary(results)
     if as_json:
-        echo(to_json({"rows": rows, "not_predicted": skipped, "summary": summary}))
+        echo(to_json({"rows": rows, "not_predicted": skipped, "summary": summary,
+                      "latency": lat_rows, "latency_summary": lat_summary}))
     else:
         echo("engine: each row's own (published `engine`); tau held at the published value; "
              "fitted engine terms refitted on the other sources (held out); metric: speedup, "
@@ -127,6 +148,13 @@ def validate(
             for r in wrong) or "none"))
         echo(f"\nnot predicted ({len(skipped)}):")
         echo(to_table(skipped))
+        if lat_rows:
+            echo("\nserving latency (workloads/latency/: concurrency benchmarks of plain "
+                 "decoding, medians in ms; the plan's serving model and latency simulation, "
+                 "never fitted; TTFT leaves out the request path outside the GPU: HTTP, "
+                 "tokenization, detokenization):")
+            echo(to_table(lat_rows))
+            echo("\n" + to_table(lat_summary))
     if plot is not None:
         from specsim.measurement.validate import error_summary
         from specsim.present.plots import validation_figure

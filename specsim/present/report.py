@@ -217,7 +217,10 @@ def _section_slo(plan: Plan, add: Callable[..., None]) -> None:
         "(TP x replicas). TTFT includes waiting for the next round, the prompt tokens queued "
         "ahead and the prompt's own chunked prefill; ITL is the gap between streamed chunks "
         "(one chunk per round: what `vllm bench serve` reports; a client that spreads a "
-        "chunk's gap over its tokens sees about TPOT).")
+        "chunk's gap over its tokens sees about TPOT). TTFT leaves out the request's path "
+        "outside the GPU (HTTP, tokenization, detokenization, first scheduling): published "
+        "concurrency-1 runs measure 50-75 ms more than this model at short prompts "
+        "(`specsim validate`, serving latency).")
     rows = [_setting_row("with speculation", plan.best, plan.best_engines),
             _setting_row("plain decoding", plan.best_plain, plan.best_plain_engines)]
     keys = list(dict.fromkeys(k for r in rows for k in r))

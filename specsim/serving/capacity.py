@@ -128,10 +128,12 @@ def serving_table(setup: Setup, scenario: Scenario, candidates: Candidates, *,
         + memory.workspace_bytes, usable_bytes=memory.usable_bytes, setup=s, scenario=scenario)
 
 
-def table_latency(table: ServingTable, i: ArrayLike, k: ArrayLike) -> tuple[FloatArray, FloatArray]:
+def table_latency(table: ServingTable, i: ArrayLike, k: ArrayLike, *, closed_loop: bool = False
+                  ) -> tuple[FloatArray, FloatArray]:
     """TTFT and chunk-gap quantiles (`serving.latency.QUANTILES`), (M, 3) each, of the cells
     (i[m], k[m]) of a table: its decoding part, prefill budget, arrival rate and the price of
-    a round's prompt chunk at CHUNK_FRACTIONS of the budget (`chunk_share_s`)."""
+    a round's prompt chunk at CHUNK_FRACTIONS of the budget (`chunk_share_s`). closed_loop:
+    a benchmark's clients keep `batch` requests in flight (`serving.latency.simulate`)."""
     rows = np.atleast_1d(np.asarray(i, dtype=np.int64))
     cols = np.atleast_1d(np.asarray(k, dtype=np.int64))
     c, sc = table.candidates, table.scenario
@@ -142,7 +144,8 @@ def table_latency(table: ServingTable, i: ArrayLike, k: ArrayLike) -> tuple[Floa
     f = chunk_share_s(table.setup, np.repeat(q, CHUNK_FRACTIONS.size), (x / b[:, None]).ravel(),
                       np.repeat(b, CHUNK_FRACTIONS.size), sc.decode_context_tokens)
     ttft, gaps = simulate(table.round_s[rows, cols] - table.prefill_s[rows, cols], cap,
-                          b * c.tau[cols] / sc.output.mean, f.reshape(x.shape), sc.prompt)
+                          b * c.tau[cols] / sc.output.mean, f.reshape(x.shape), sc.prompt,
+                          closed_loop=b if closed_loop else 0)
     unusable = ~table.usable[rows, cols]
     ttft[unusable], gaps[unusable] = np.inf, np.inf
     return ttft, gaps

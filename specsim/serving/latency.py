@@ -76,7 +76,7 @@ def _weighted_quantiles(values: FloatArray, weights: FloatArray) -> FloatArray:
 
 
 def simulate(decode_s: ArrayLike, chunk_tokens: ArrayLike, arrivals_per_round: ArrayLike,
-             chunk_s: ArrayLike, prompt: LengthDistribution, *,
+             chunk_s: ArrayLike, prompt: LengthDistribution, *, closed_loop: ArrayLike = 0,
              rounds: int = ROUNDS, seed: int = 0) -> tuple[FloatArray, FloatArray]:
     """TTFT and chunk-gap quantiles of M settings (see the module docstring).
 
@@ -87,6 +87,10 @@ def simulate(decode_s: ArrayLike, chunk_tokens: ArrayLike, arrivals_per_round: A
         chunk_s: (M, P) the seconds f that CHUNK_FRACTIONS x C prompt tokens add to a round
             (interpolated linearly between them, 0 at no tokens).
         prompt: the scenario's prompt lengths.
+        closed_loop: (M,) 0 for requests arriving at random times (a service: the rest of the
+            round they arrive in); else the concurrency C of a benchmark whose clients send a
+            request when their previous one ends, at the end of a round: it waits out the whole
+            round the others have started, and none when it is alone (C = 1).
 
     Returns:
         ttft (M, 3), gaps (M, 3): seconds at QUANTILES; TTFT is inf for a setting whose queue
@@ -134,7 +138,9 @@ def simulate(decode_s: ArrayLike, chunk_tokens: ArrayLike, arrivals_per_round: A
     whole = np.floor(tagged / cap[None, :])
     own = whole * _interp_rows(np.ones((1, m)), grid, fs) \
         + _interp_rows(tagged / cap[None, :] - whole, grid, fs)
-    ttft = (1.0 - left) * gaps + end - cum[rows + 1, np.arange(m)[None, :]] + own
+    clients = np.broadcast_to(np.asarray(closed_loop, dtype=np.float64), (m,))[None, :]
+    rest = np.where(clients == 0, 1.0 - left, np.where(clients > 1, 1.0, 0.0)) * gaps
+    ttft = rest + end - cum[rows + 1, np.arange(m)[None, :]] + own
     keep = slice(WARMUP_ROUNDS, rounds)
     ttft_q = _weighted_quantiles(np.where(done, ttft, np.inf)[keep],
                                  done[keep].astype(np.float64))

@@ -11,10 +11,12 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import hashlib
 import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,7 @@ _FOLDERS = {
     "scenarios": "workloads/scenarios",
     "engines": "engines",
     "published": "workloads/published",
+    "latency": "workloads/latency",
 }
 
 
@@ -64,6 +67,38 @@ def builtin_dir(kind: str) -> Path:
 def _package_dir() -> Path:
     """The specsim package folder (resolved once: a loaded package does not move)."""
     return Path(__file__).resolve().parent.parent
+
+
+def source_digest() -> str:
+    """SHA-256 (hex) of everything a result computed from the built-in specs alone can depend
+    on: every file of the specsim package's source (*.py) and of the built-in spec folders,
+    by relative path and content, with the Python, numpy and scipy versions; any edit to one
+    of them changes it. What a cache of such a result is keyed by."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha256()
+
+    def add(*parts: str | bytes) -> None:
+        for part in parts:
+            data = part.encode() if isinstance(part, str) else part
+            digest.update(len(data).to_bytes(8, "little") + data)
+
+    add(sys.version)
+    for package in ("numpy", "scipy"):
+        try:
+            add(package, version(package))
+        except PackageNotFoundError:
+            add(package, "-")
+    package_dir = _package_dir()
+    roots = [("specsim", package_dir, "*.py")]
+    roots += [(kind, builtin_dir(kind), "*") for kind in sorted(_FOLDERS)]
+    for label, root, pattern in roots:
+        files = sorted(p for p in root.rglob(pattern) if p.is_file()
+                       and "__pycache__" not in p.parts) if root.is_dir() else []
+        add(label, str(len(files)))
+        for path in files:
+            add(path.relative_to(root).as_posix(), path.read_bytes())
+    return digest.hexdigest()
 
 
 def builtin_names(kind: str) -> list[str]:
