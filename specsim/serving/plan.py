@@ -369,10 +369,12 @@ def why_text(parts: list[DrafterPlan], answer: Setting, tn: TnTable) -> str:
     per round against a plain step and what it yields."""
     best: tuple[float, DrafterPlan, ServingTable, int, int, int] | None = None
     for part in parts:
-        table = next((t for t in part.tables if t.tp == answer.tp), None)
-        if table is None or not (table.candidates.nodes == 0).any():
+        grid = next((t for t in part.tables if t.tp == answer.tp), None)
+        if grid is None or not (grid.candidates.nodes == 0).any():
             continue
-        i = int(np.clip(np.searchsorted(table.batch, answer.batch), 0, table.batch.size - 1))
+        table = serving_table(grid.setup, grid.scenario, grid.candidates,
+                              batch=[answer.batch], tp=answer.tp)
+        i = 0
         speed = np.where(table.candidates.nodes > 0, table.tokens_per_s_per_user[i], -np.inf)
         k = int(np.argmax(speed))
         plain = int(np.nonzero(table.candidates.nodes == 0)[0][0])
