@@ -136,3 +136,22 @@ def test_bad_demand_or_slo_is_one_line(tmp_path: object, args: list[str], names:
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and names in lines[0], r.stderr
+
+
+def test_the_default_demand_is_stated_and_answered_both_ways() -> None:
+    """No demand given: 1,000 concurrent users, stated as a default; where plain decoding is
+    the answer, the answer still gives what speculation would need."""
+    from specsim.present.report import answer_text
+
+    plan = make_plan(hardware="h100-sxm", model="qwen3-8b", drafters=["dspark-qwen3-8b"],
+                     engine="sglang", workload="chat", tps=(1,))
+    text = answer_text(plan)
+    assert "for 1,000 concurrent users (a default: give --users" in text
+    s, spec = plan.best, plan.best_speculative
+    assert s is not None and spec is not None and spec.nodes > 0
+    assert s.gpus == math.ceil(1000 / s.batch) * s.tp
+    if s.nodes == 0:
+        assert f"With speculation: {spec.gpus} GPUs at best (dspark-qwen3-8b" in text
+        assert spec.gpus >= s.gpus
+    else:
+        assert f"Without speculation: {plan.best_plain.gpus} GPUs" in text

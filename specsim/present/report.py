@@ -428,6 +428,13 @@ def answer_text(plan: Plan) -> str:
                      "last section): at this load speculation hardly pays.")
     elif b is not None and b.nodes:
         text += " Plain decoding cannot meet this SLO."
+    spec = plan.best_speculative
+    if s.nodes == 0 and spec is not None:
+        text += (f" With speculation: {spec.gpus} GPUs at best ({spec.drafter}, "
+                 f"{_setting_text(spec)}, TP {spec.tp}, batch {spec.batch:,} per replica, "
+                 f"{spec.tokens_per_s_per_user:,.0f} tokens/s per user).")
+    elif s.nodes == 0 and any(d.drafter is not None for d in plan.drafters):
+        text += " No setting with speculation meets this SLO."
     if plan.why:
         text += " " + plan.why
     part = next((d for d in plan.drafters if d.name == s.drafter), None)

@@ -329,14 +329,15 @@ def slo_mask(table: ServingTable, slo: Slo) -> BoolArray:
 
 
 def best_setting(tables: dict[str, list[ServingTable]], *, min_tokens_per_s_per_user: float = 0.0,
-                 target_tokens_per_s: float | None = None, speculate: bool = True,
+                 target_tokens_per_s: float | None = None, speculate: bool | None = True,
                  slo: Slo | None = None, demand: Demand | None = None) -> Setting | None:
     """The usable setting that meets the SLO with the fewest GPUs for the demand (without a
     demand: the most throughput per GPU); None when no setting meets the SLO.
 
     tables: per drafter name, its serving tables (one per TP degree). slo: the per-user bounds
     (default: min_tokens_per_s_per_user only); demand: default a target throughput when one is
-    given. speculate False keeps plain decoding only (N = 0). Ties: more throughput per GPU,
+    given. speculate False keeps plain decoding only (N = 0), None speculative settings only
+    (N > 0: what speculation needs even where it does not pay). Ties: more throughput per GPU,
     then lower TP, smaller batch, fewer nodes. For a user count, the setting returned runs at
     the batch each replica then serves (ceil(users / replicas)), re-evaluated there.
     """
@@ -347,8 +348,10 @@ def best_setting(tables: dict[str, list[ServingTable]], *, min_tokens_per_s_per_
     for name, per_tp in tables.items():
         for t in per_tp:
             ok = slo_mask(t, slo)
-            if not speculate:
+            if speculate is False:
                 ok = ok & (t.candidates.nodes == 0)
+            elif speculate is None:
+                ok = ok & (t.candidates.nodes > 0)
             if not ok.any():
                 continue
             rows, cols = np.nonzero(ok)

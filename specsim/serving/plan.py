@@ -131,6 +131,9 @@ class Plan:
     slo: Slo
     best: Setting | None
     best_plain: Setting | None
+    # the best setting that drafts (N > 0), where `best` is plain decoding: what speculation
+    # would need for the same demand
+    best_speculative: Setting | None = None
     closest: Setting | None
     policies: PolicySweep | None
     policy_drafter: str
@@ -324,6 +327,8 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     tables = {p.name: p.tables for p in parts}
     best = best_setting(tables, slo=bounds, demand=demand) if tables else None
     best_plain = best_setting({"none": plain.tables}, slo=bounds, demand=demand)
+    drafting = best if best is not None and best.nodes else (
+        best_setting(tables, slo=bounds, demand=demand, speculate=None) if tables else None)
     closest = fastest_setting({**tables, "none": plain.tables})
     policies, policy_drafter = None, ""
     if parts and parts[0].drafter is not None and parts[0].profile is not None:
@@ -339,7 +344,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     plan = Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
                 target_tokens_per_s=demand.rate_tokens_per_s, demand=demand, slo=bounds,
-                best=best, best_plain=best_plain,
+                best=best, best_plain=best_plain, best_speculative=drafting,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
                 validation=held_out_summary())
     answer = best or best_plain
