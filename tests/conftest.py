@@ -42,3 +42,14 @@ def write_yaml(tmp_path: Path):  # type: ignore[no-untyped-def]
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_kept_results():  # type: ignore[no-untyped-def]
+    """No result is kept between runs in tests (SPECSIM_CACHE_DIR empty; CLI subprocesses
+    inherit it): the report's held-out summary is computed as before, a test that patches the
+    library cannot leave one that a real run or another test would read, and the user's cache
+    is neither read nor written. tests/test_held_out_cache.py sets its own folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECSIM_CACHE_DIR", "")
+        yield

@@ -15,15 +15,19 @@ reported is held out.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
+import json
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from specsim.errors import SpecError
 from specsim.forward.shapes import FloatArray
@@ -503,6 +507,8 @@ def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     # terms (from the FIT_STARTS of lowest loss with more: 81 full fits of SGLang's four terms
     # would double the time of `specsim plan`) and the best is kept; the weak pull towards
     # the middle of the bounds picks one point on a ridge.
+    from scipy.optimize import least_squares  # here: a plan whose summary is cached skips it
+
     grid = [low + np.array(share) * span
             for share in itertools.product(FIT_GRID, repeat=len(names))]
     if len(names) > 2:
@@ -657,11 +663,96 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
 
 @functools.cache
 def held_out_summary() -> tuple[GroupError, ...]:
-    """`error_summary` of every built-in published row, overall and per drafter family
-    (computed once per process: the leave-one-source-out fits take seconds)."""
-    from specsim.measurement.published import load_published
+    """`error_summary` of every built-in published row, overall and per drafter family.
 
-    return tuple(error_summary(validate(load_published()), keys=("family",)))
+    The leave-one-source-out fits take seconds, so the summary is computed once per process
+    and kept on disk (`cache_dir`) under `source_digest()`: the digest of every file of the
+    specsim source and of the built-in specs, and of the Python, numpy and scipy versions.
+    Any edit to one of them (a published row, an engine term, a line of the model) gives
+    another digest, and the summary is computed again."""
+    from specsim.measurement.published import load_published
+    from specsim.specs.io import source_digest
+
+    folder = cache_dir()
+    path = None if folder is None else folder / f"held-out-{source_digest()}.json"
+    cached = _read_summary(path)
+    if cached is not None:
+        return cached
+    summary = tuple(error_summary(validate(load_published()), keys=("family",)))
+    _write_summary(path, summary)
+    return summary
+
+
+CACHE_ENV = "SPECSIM_CACHE_DIR"  # where results kept between runs go; set empty: nowhere
+
+
+def cache_dir() -> Path | None:
+    """Folder of results kept between runs: $SPECSIM_CACHE_DIR (empty: none are kept), else
+    $XDG_CACHE_HOME/specsim, else ~/.cache/specsim."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "specsim"
+
+
+_GROUP_ERROR_TYPES = {f.name: {"str": str, "int": int, "float": float}[str(f.type)]
+                      for f in dataclasses.fields(GroupError)}
+
+
+def _read_summary(path: Path | None) -> tuple[GroupError, ...] | None:
+    """The summary kept at `path`, or None (none kept, unreadable, or not a summary)."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, list) or not data:
+        return None
+    out = []
+    for item in data:
+        if not isinstance(item, dict) or set(item) != set(_GROUP_ERROR_TYPES) or not all(
+                type(item[k]) is kind for k, kind in _GROUP_ERROR_TYPES.items()):
+            return None
+        out.append(GroupError(**item))
+    return tuple(out)
+
+
+def _write_summary(path: Path | None, summary: tuple[GroupError, ...]) -> None:
+    """Keep the summary at `path` (whole or not at all); a folder that cannot be written
+    only means the next run computes it again."""
+    if path is None:
+        return
+    text = json.dumps([dataclasses.asdict(g) for g in summary])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".held-out-", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return
+    # Summaries of earlier sources: the newest few stay (other checkouts sharing the folder).
+    kept = sorted(path.parent.glob("held-out-*.json"), key=_mtime_ns, reverse=True)
+    for old in kept[KEEP_SUMMARIES:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
+KEEP_SUMMARIES = 8
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _weights(row: PublishedRow) -> str:
