@@ -172,18 +172,18 @@ def to_html(blocks: list[Block], title: str, images: dict[str, bytes]) -> str:
 
 
 def png_bytes(draw: Callable[[Any], None], size: tuple[float, float] = (7.5, 4.3)) -> bytes:
+    """A PNG of one axes drawn by `draw`. The figure is built without pyplot (no figure
+    manager to register and close; the same pixels and bytes), rendered by Agg."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, ax = plt.subplots(figsize=size, dpi=110)
-    try:
-        draw(ax)
-        ax.grid(True, which="both", alpha=0.25)
-        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.12, top=0.92)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=size, dpi=110)
+    ax = fig.subplots()
+    draw(ax)
+    ax.grid(True, which="both", alpha=0.25)
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.12, top=0.92)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     return buf.getvalue()
