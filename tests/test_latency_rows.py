@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from specsim.errors import SpecError
-from specsim.measurement.latency_rows import load_latency_rows, predict_latency_rows
+from specsim.serving.latency_rows import load_latency_rows, predict_latency_rows
 from specsim.specs.io import builtin_dir
 
 

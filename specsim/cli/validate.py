@@ -109,12 +109,12 @@ def validate(
     Then the published serving latency (TTFT, TPOT, ITL medians of concurrency benchmarks),
     predicted with the plan's serving model and its latency simulation; never fitted on.
     """
-    from specsim.measurement.latency_rows import (
+    from specsim.measurement.published import load_published
+    from specsim.serving.latency_rows import (
         latency_summary,
         load_latency_rows,
         predict_latency_rows,
     )
-    from specsim.measurement.published import load_published
     from specsim.specs.outputs import PLOT_SUFFIXES, check_writable
 
     if plot is not None:

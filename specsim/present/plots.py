@@ -10,7 +10,6 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from specsim.errors import SpecError
-from specsim.forward.shapes import FloatArray
 from specsim.serving.policies import ADAPTIVE, BEST_FIXED, NONE, PolicySweep
 from specsim.speculation.speedup import SpeedupCurves
 
@@ -62,9 +61,10 @@ def _batch_style(k: int) -> dict[str, Any]:
             "marked_ms": _MARKED_PT[min(k, last)]}
 
 
-def _sparse_marks(x: FloatArray, per_axis: int = 24) -> list[int]:
+def _sparse_marks(values: ArrayLike, per_axis: int = 24) -> list[int]:
     """Indices of points at least 1/per_axis of the log2 span apart (the first always), so a
     dense sweep (1,000 node counts) still shows separate markers, at the same x per curve."""
+    x = np.asarray(values, dtype=np.float64)
     logs = np.log2(x)
     step = (logs[-1] - logs[0]) / per_axis if x.size > 1 else 0.0
     kept = [0]
