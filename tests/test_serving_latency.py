@@ -155,3 +155,15 @@ def test_the_default_demand_is_stated_and_answered_both_ways() -> None:
         assert spec.gpus >= s.gpus
     else:
         assert f"Without speculation: {plan.best_plain.gpus} GPUs" in text
+
+
+def test_poisson_draws_are_scipys_inverse_cdf() -> None:
+    """The simulator's Poisson counts (numpy, inverse CDF, so every setting sees the same
+    draws) equal scipy's ppf exactly, from rates far below one to rates of thousands."""
+    from scipy.stats import poisson
+
+    from specsim.serving.latency import _poisson
+
+    u = np.random.default_rng(1).random((4000, 1))
+    lam = np.array([[1e-9, 0.004, 0.1, 1.0, 3.7, 25.0, 180.0, 900.0, 5000.0]])
+    assert np.array_equal(_poisson(u, lam), poisson.ppf(u, lam))
