@@ -1,4 +1,4 @@
-"""Benchmark: wall time of the default `specsim plan` (target <= 10 s on a 2-core machine).
+"""Benchmark: wall time of the default `specsim plan` (target <= 5 s on a 2-core machine).
 
 Runs `python -m specsim plan --out DIR --force` 1 + REPEATS times as a fresh subprocess
 (interpreter start-up, imports, the serving model at TP 1/2/4/8, the policy simulation, the
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_S = 10.0
+TARGET_S = 5.0
 
 
 def main() -> None:
