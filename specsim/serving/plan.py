@@ -395,11 +395,24 @@ def why_text(parts: list[DrafterPlan], answer: Setting, tn: TnTable) -> str:
     nodes = int(c.nodes[k])
     what = (f"a chain of {nodes}" if c.shape[k] == "chain" else f"a tree of {nodes} nodes")
     verdict = "pays" if gain > 1.0 else "does not pay"
+    # the round's parts: GPU (verification and drafting) against the engine's host work
+    one = Candidates(nodes=c.nodes[k:k + 1], depth=c.depth[k:k + 1], tau=c.tau[k:k + 1],
+                     max_width=c.max_width[k:k + 1], shape=c.shape[k:k + 1])
+    st = speedup_table(table.setup, [float(b)], one)
+    gpu = float(st.verify_s[0, 0] + st.draft_s[0, 0])
+    host = float(max(np.max(st.round_overhead_s), np.max(st.round_host_overlap_s)))
+    engine = table.setup.engine
+    who = (f"the engine's host work per speculative round (engines/{engine.slug}.yaml)"
+           if engine else "host work")
+    host_text = (f"; of its {table.round_s[i, k] * 1e3:,.1f} ms, the GPU's verification and "
+                 f"drafting take {gpu * 1e3:,.1f} ms and {who} {host * 1e3:,.1f} ms"
+                 if host > 0.25 * float(table.round_s[i, k]) else "")
     return (f"Why speculation {verdict} here: at batch {b:,} on TP {answer.tp}, the fastest "
             f"draft ({part.name}, {what}) makes each pass score {b * (nodes + 1):,} tokens "
             f"instead of {b:,}, so a round takes {ratio:.2f}x a plain step"
             + (f" (this GPU's pass time doubles from one token at about {knee:,} tokens)"
                if knee else "")
+            + host_text
             + f", and yields \u03c4 = {c.tau[k]:.2f} tokens: {gain:.2f}x plain decoding per "
             "user.")
 
