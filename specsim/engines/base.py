@@ -58,6 +58,9 @@ class EngineCommand:
     reason: str = ""
     batches: tuple[int, ...] = ()
     batch_range: tuple[int, int] | None = None
+    # The most tokens a step of this command scores at its batch cap (the CUDA-graph size an
+    # engine that counts graphs in tokens must capture); 0: one per request.
+    step_tokens: int = 0
 
     @property
     def command(self) -> str | None:
@@ -121,7 +124,8 @@ class EngineAdapter:
     requests per replica. per_batch_schedule: one command covers every batch size (a schedule
     inside the setting) rather than one command per range of batch sizes with one setting.
     column: the recommend table's column for this engine, and table_cells: its value per row
-    of `Recommendation.best`.
+    of `Recommendation.best`. graph_flags(batch, tokens_per_step): the flags that make the
+    engine capture CUDA graphs up to that batch (empty where its default already does).
     find_problems(adapter, setting, target_architecture): every rule of engines/<slug>.yaml
     the setting breaks (empty: the engine starts with it). build_commands(adapter, rec,
     setup): the commands that run a recommendation, or one saying why there is none.
@@ -138,6 +142,7 @@ class EngineAdapter:
     table_cells: Cells
     find_problems: Problems
     build_commands: Commands
+    graph_flags: Callable[[int, int], tuple[str, ...]] = lambda batch, tokens: ()
     spec_path: Path | None = None
 
     def __post_init__(self) -> None:
@@ -222,12 +227,19 @@ class EngineAdapter:
             return rec.schedule_chain or rec.best_chain
         return rec.engine_trees
 
+    def cap_args(self, batch: int, step_tokens: int = 0) -> tuple[str, ...]:
+        """The flags that let a server reach `batch` concurrent requests and no more: CUDA
+        graphs captured up to it and to `step_tokens` tokens a step (`graph_flags`; 0: one
+        per request), then the cap on concurrent requests (last, so that every command ends
+        with it)."""
+        return (*self.graph_flags(batch, step_tokens or batch), self.batch_flag, str(batch))
+
     def plain_command(self, setup: Setup, batch: int) -> EngineCommand:
         """The command that serves the setup's target without speculation at its TP degree,
         capped at `batch` concurrent requests."""
         args = self.args
         argv = (*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp),
-                self.batch_flag, str(batch))
+                *self.cap_args(batch))
         return EngineCommand(engine=self.slug, version=self.version, argv=argv,
                              batches=(batch,))
 

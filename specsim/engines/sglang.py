@@ -162,7 +162,24 @@ def cells(engine: EngineAdapter, rec: Recommendation, drafter: Drafter | None) -
             for c, f in zip(rec.best, flags, strict=True)]
 
 
+# Requests SGLang 0.5.23 captures decode CUDA graphs up to by default on the smallest GPUs
+# that hold a model at all: 8 below 20 GB, 32-48 below 60 GB, 160 with TP >= 4 there, 256 (TP
+# < 4) or 512 on 60-160 GB (sglang/srt/arg_groups/memory_hook.py); a larger batch runs eager.
+DEFAULT_GRAPH_BATCH = 8
+
+
+def graph_flags(batch: int, tokens_per_step: int) -> tuple[str, ...]:
+    """`--cuda-graph-max-bs-decode` (requests, sglang/srt/arg_groups/fields/exec_.py) for any
+    batch above the smallest default: the default depends on the GPU's memory and TP, so the
+    command states the batch it was computed for."""
+    del tokens_per_step
+    if batch <= DEFAULT_GRAPH_BATCH:
+        return ()
+    return ("--cuda-graph-max-bs-decode", str(batch))
+
+
 SGLANG = register(EngineAdapter(
     slug="sglang", name="SGLang", builds="eagle_trees",
     batch_flag="--max-running-requests", per_batch_schedule=False, column="sglang",
-    table_cells=cells, find_problems=problems, build_commands=commands))
+    table_cells=cells, find_problems=problems, build_commands=commands,
+    graph_flags=graph_flags))

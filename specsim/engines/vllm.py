@@ -139,8 +139,11 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
     argv = [*args.launch_argv(target_id(setup)), *config_args(config),
             *tp_args(args.tp_flag, setup.tp)]
     batches = tuple(c.batch for c in rec.schedule_chain)
+    # the largest step: each range's top batch scoring 1 + its chain length per request
+    step = max((r[1] * (1 + r[2]) for r in _schedule(rec.schedule_chain)), default=0)
     return [EngineCommand(engine=engine.slug, version=args.version, argv=tuple(argv),
-                          batches=batches, batch_range=(1, max(batches)) if batches else None)]
+                          batches=batches, batch_range=(1, max(batches)) if batches else None,
+                          step_tokens=step)]
 
 
 def cells(engine: EngineAdapter, rec: Recommendation, drafter: Drafter | None) -> list[object]:
@@ -150,7 +153,22 @@ def cells(engine: EngineAdapter, rec: Recommendation, drafter: Drafter | None) -
     return [k.get(c.batch, 0) if c.fits else None for c in rec.best]
 
 
+# Tokens vLLM 0.33.0 captures CUDA graphs up to by default: min(max_num_seqs x tokens per
+# request x 2, 512), 1,024 on data-center Blackwell (vllm/config/vllm.py _set_cudagraph_sizes);
+# a step of more tokens runs without the full graph.
+DEFAULT_GRAPH_TOKENS = 512
+
+
+def graph_flags(batch: int, tokens_per_step: int) -> tuple[str, ...]:
+    """`--max-cudagraph-capture-size` (tokens, vllm/engine/arg_utils.py) where a full step of
+    the command's batch scores more tokens than vLLM captures by default."""
+    del batch
+    if tokens_per_step <= DEFAULT_GRAPH_TOKENS:
+        return ()
+    return ("--max-cudagraph-capture-size", str(tokens_per_step))
+
+
 VLLM = register(EngineAdapter(
     slug="vllm", name="vLLM", builds="chains", batch_flag="--max-num-seqs",
     per_batch_schedule=True, column="vllm_k", table_cells=cells,
-    find_problems=problems, build_commands=commands))
+    find_problems=problems, build_commands=commands, graph_flags=graph_flags))

@@ -529,5 +529,5 @@ def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
     rec = Recommendation(best=[choice], best_chain=chains, schedule_chain=chains,
                          objective="throughput", engine_trees=trees)
     setup = dataclasses.replace(part.setup, tp=s.tp)
-    return [dataclasses.replace(c, argv=(*c.argv, a.batch_flag, str(s.batch)))
+    return [dataclasses.replace(c, argv=(*c.argv, *a.cap_args(s.batch, s.batch * (1 + s.nodes))))
             for a in engines for c in a.commands(rec, setup) if c.argv]

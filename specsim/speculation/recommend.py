@@ -300,10 +300,11 @@ def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     gets one command; one that fixes it at start-up (SGLang) gets one per range of
     consecutive batch sizes sharing a setting (`EngineCommand.batch_range`, `batch_label`).
     Each command carries the engine's cap on concurrent requests at the largest batch it was
-    computed for (`--max-num-seqs`, `--max-running-requests`): without it vLLM admits up to
+    computed for (`--max-num-seqs`, `--max-running-requests`), after the flags that capture
+    CUDA graphs up to it (`EngineAdapter.cap_args`): without it vLLM admits up to
     its default 1,024 sequences, and SGLang resets its cap to 48 whenever speculation is on
     (sglang-0.5.23 srt/arg_groups/speculative_hook.py), so a command for batch 64 would never
     reach it."""
-    return [dataclasses.replace(c, argv=(*c.argv, a.batch_flag, str(max(c.batches))))
+    return [dataclasses.replace(c, argv=(*c.argv, *a.cap_args(max(c.batches), c.step_tokens)))
             if c.argv and c.batches else c
             for a in adapters() for c in a.commands(rec, setup)]
