@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from specsim.cli import (  # noqa: F401  (registers)
+    bench,
     distributions,
     forward,
     measurement,

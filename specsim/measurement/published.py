@@ -111,7 +111,9 @@ class PublishedRow:
     # overlap scheduler); false: synchronous rounds, as in SGLang before spec v2.
     spec_overlap: bool = False
     benchmark: str = "batch"  # BENCHMARKS: a closed batch or a concurrency benchmark
-    tpot_ms: float | None = None  # measured plain time per output token of one request, ms
+    # measured time per output token of one request, ms: a plain step, or a speculative row's
+    # round over its tau
+    tpot_ms: float | None = None
     input_tokens: int | None = None  # prompt tokens per request (a concurrency row: required)
     output_tokens: int | None = None  # output tokens per request (a concurrency row: required)
     prefill_included: bool = False  # the number includes the requests' own prefill
@@ -302,9 +304,9 @@ def _check_benchmark(row: PublishedRow, says_prefill: bool, where: str) -> None:
         if row.requests is not None:
             raise SpecError(f"{where}: field 'requests' is for a closed batch run in waves; a "
                             "concurrency run keeps `batch` requests in flight")
-    if row.tpot_ms is not None and not row.plain:
-        raise SpecError(f"{where}: field 'tpot_ms' is a plain-decoding row's measured time per "
-                        "output token; a speculative row gives speedup or spec_tokens_per_s")
+    if row.tpot_ms is not None and not row.plain and row.tau is None:
+        raise SpecError(f"{where}: field 'tpot_ms' of a speculative row needs its 'tau' (the "
+                        "measured time per output token is a round over the tokens it yields)")
 
 
 def _weight_dtype(item: dict[str, object], where: str) -> str:

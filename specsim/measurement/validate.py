@@ -51,10 +51,10 @@ FIT_TOL = 1e-6  # relative tolerance of each fit (terms to ~0.0001%, far below t
 RIDGE = 0.01  # pull of each fitted term towards the middle of its bounds (log-error units)
 NO_TAU = "no published tau (only the speedup or tokens/s)"
 NO_MEASURED = "no measured speedup or tokens/s (tau only)"
-METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms",
+METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms", "spec_tpot_ms",
            "relative_speedup", "speedup_versus")
 # Absolute rates (a plain step's or a round's time), against ratios of two times (speedups).
-ABSOLUTE = ("tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms")
+ABSOLUTE = ("tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms", "spec_tpot_ms")
 # relative_speedup: a batch-sweep row without tau, its speedup over that of the sweep's
 # reference row (same setting, another batch); tau cancels, the trend with batch is tested.
 # speedup_versus: a row's tokens/s over another speculative setting's at the same batch (both
@@ -192,6 +192,8 @@ def run_metric(metric: str, tau: Number, *, baseline: Number, round_s: Number,
         return requests / baseline
     if metric == "plain_tpot_ms":  # each request's time per token, over the run's waves
         return 1e3 * baseline / steps
+    if metric == "spec_tpot_ms":  # a round over the tokens it yields, over the run's waves
+        return 1e3 * round_s / (steps * tau)
     if metric == "tokens_per_s":
         return tau * requests / round_s
     return tau * baseline / round_s
@@ -261,6 +263,8 @@ def metric_of(row: PublishedRow, reference: PublishedRow | None = None
         return None
     if row.speedup is not None:
         return "speedup", row.speedup
+    if row.tpot_ms is not None:  # a round over its tau, as a client measures each request
+        return "spec_tpot_ms", row.tpot_ms
     if row.spec_tokens_per_s is not None:
         return "tokens_per_s", row.spec_tokens_per_s
     return None
@@ -605,7 +609,8 @@ def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
 
 # The panels of `specsim validate --plot` by metric (error_summary's "panel" key).
 PANELS = {"speedup": "speedup", "tokens_per_s": "tokens/s", "plain_tokens_per_s": "tokens/s",
-          "plain_tpot_ms": "tokens/s", "relative_speedup": "relative_speedup",
+          "plain_tpot_ms": "tokens/s", "spec_tpot_ms": "tokens/s",
+          "relative_speedup": "relative_speedup",
           "speedup_versus": "relative_speedup"}
 
 

@@ -440,6 +440,10 @@ def answer_text(plan: Plan) -> str:
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if s.nodes and part is not None and part.profile is not None:
         text += " " + acceptance_sentence(part)
+    engine = plan.engine_spec
+    if engine is not None and engine.base:
+        text += (f" Engine terms: calibrated on your own measurements ({engine.name}, "
+                 f"{engine.path}; specsim bench fit).")
     return text
 
 
@@ -536,4 +540,8 @@ def _engine_text(engine: Engine | None) -> str:
     if engine.launch == "none":
         return f"{engine.slug}: {engine.name}"
     overlap = "overlap" if engine.spec_overlap else "do not overlap"
-    return f"{engine.slug}: {engine.name}; speculative rounds {overlap} their host work"
+    calibrated = (f"; CALIBRATED on your own measurements (specsim bench fit, {engine.path}): "
+                  "its host terms are fitted to your benchmark result files"
+                  if engine.base else "")
+    return (f"{engine.slug}: {engine.name}; speculative rounds {overlap} their host "
+            f"work{calibrated}")

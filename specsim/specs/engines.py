@@ -68,14 +68,15 @@ import dataclasses
 from dataclasses import dataclass
 
 from specsim.errors import SpecError
-from specsim.specs.io import Fields, check_keys, read_spec_file, resolve_path
+from specsim.specs.io import Fields, builtin_names, check_keys, read_spec_file, resolve_path, show
 from specsim.specs.names import read_display_name
 
 LAUNCH_MODES = ("eager", "graphs", "none")
 # Terms validate may fit (leave one source out) per launch mode; an engine fits those its
 # `fitted:` block holds, each within the range stated there.
 FITTABLE = {"eager": ("op_host_s", "round_s"),
-            "graphs": ("kernel_s", "per_pass_s", "round_request_s", "round_s")}
+            "graphs": ("kernel_s", "per_pass_s", "per_request_s", "drafter_pass_s",
+                       "round_request_s", "round_s")}
 
 
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
@@ -87,7 +88,8 @@ OP_KINDS = ("pass", "head", "round", "loop")
 # Every key an engine YAML may hold, per block; any other key is an error naming the closest
 # one. A new field is one line here (and its reader). `speculative` is the block of accepted
 # speculative settings, read whole by specsim.specs.engine_args.
-ENGINE_KEYS = ("name", "version", "source", "launch", "priors", "weight_dtype_efficiency",
+ENGINE_KEYS = ("name", "version", "source", "engine", "launch", "priors",
+               "weight_dtype_efficiency",
                "moe_weight_dtype_efficiency", "drafter_ops", "fitted", "spec_overlap",
                "speculative")
 FITTED_KEYS = ("rows", "source", "held_out_error_pct",
@@ -133,6 +135,7 @@ class Engine:
     name: str
     version: str
     launch: str
+    base: str = ""  # the built-in engine a calibrated profile measured ("": its own slug)
     op_host_s: float = 0.0
     kernels_per_layer: float = 0.0
     kernels_per_pass: float = 0.0
@@ -203,8 +206,10 @@ class Engine:
 
     @property
     def base_slug(self) -> str:
-        """The engine's file slug without a `:sync` / `:overlap` mode."""
-        return self.slug.split(":")[0]
+        """The serving engine this profile times: its YAML's `engine` (a profile calibrated on
+        the user's GPU names the engine it measured), else its file slug without a `:sync` /
+        `:overlap` mode."""
+        return self.base or self.slug.split(":")[0]
 
     def with_spec_overlap(self, on: bool) -> Engine:
         """The same engine with its speculative rounds' host work overlapped or not."""
@@ -256,7 +261,11 @@ def load_engine(name: str) -> Engine:
     held = f.sub("fitted", required=False)
     error = held.number("held_out_error_pct", minimum=0.0) \
         if held is not None and held.has("held_out_error_pct") else None
-    return Engine(slug=path.stem, name=read_display_name(f),
+    base = f.string("engine") if f.has("engine") else ""
+    if base and base not in builtin_names("engines"):
+        raise f.error("engine", f"= {show(base)} is not a built-in engine "
+                      f"({', '.join(builtin_names('engines'))})")
+    return Engine(slug=path.stem, name=read_display_name(f), base=base,
                   version=read_display_name(f, "version"),
                   launch=launch, drafter_ops=_drafter_ops(f),
                   weight_dtype_efficiency=_dtype_efficiency(f, "weight_dtype_efficiency"),
