@@ -245,3 +245,21 @@ def test_bench_fit_cli_refuses_bad_input_in_one_line(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert PLAN_FILE in r.stderr and not (tmp_path / "x.yaml").exists()
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_printed_flag_is_one_the_engines_recorded(engine: str) -> None:
+    """The clients' flags are those recorded from the released wheels in engines/*.yaml
+    (`speculative.benchmark_client`), and every server's speculative setting passes the
+    engine's own rules (vLLM's allowed config keys include the forcing keys)."""
+    from specsim.engines import adapter
+
+    plan = make_bench_plan(engine=engine, model="llama-3.1-8b", hardware="h100-sxm",
+                           drafter="eagle3-llama-3.1-8b")
+    client = adapter(engine).args.rules["benchmark_client"]
+    head = tuple(shlex.split(client["command"]))
+    for p in plan.points:
+        argv = plan.client_argv(p, plan.model_id, "out")
+        assert argv[:len(head)] == head
+        flags = [a for a in argv[len(head):] if a.startswith("--")]
+        assert set(flags) <= set(client["flags"]), set(flags) - set(client["flags"])

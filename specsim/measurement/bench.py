@@ -122,8 +122,13 @@ def _forced_setting(engine: str, drafter: Drafter, k: int, tau: float) -> tuple[
         config: dict[str, object] = {"method": method}
         if VLLM.args.rules["methods"][method]["requires_model"]:
             config["model"] = drafter.checkpoint
-        config.update(num_speculative_tokens=k, rejection_sample_method="synthetic",
-                      synthetic_acceptance_length=tau)
+        forced = VLLM.args.rules["forced_acceptance"]
+        config.update({"num_speculative_tokens": k, forced["method_key"]: forced["method"],
+                       forced["length_key"]: tau})
+        found = VLLM.problems(config, drafter.target.architecture)
+        if found:
+            raise SpecError(f"internal: the forced vLLM setting breaks engines/vllm.yaml: "
+                            f"{found}")
         return tuple(config_args(config)), {}
     from specsim.engines.sglang import SGLANG, speculative_args
     from specsim.speculation.recommend import Choice
@@ -136,10 +141,12 @@ def _forced_setting(engine: str, drafter: Drafter, k: int, tau: float) -> tuple[
                     throughput=math.nan, fits=True)
     flags = speculative_args(drafter, choice)
     flags[SGLANG.args.rules["draft_flag"]] = drafter.checkpoint
+    found = SGLANG.problems(flags, drafter.target.architecture)
+    if found:
+        raise SpecError(f"internal: the forced SGLang setting breaks engines/sglang.yaml: "
+                        f"{found}")
     words = tuple(w for key, value in flags.items() for w in (key, str(value)))
-    # sglang-0.5.23 srt/environ.py SGLANG_SIMULATE_ACC_LEN: the mean accept length, clamped
-    # to [1, steps + 1], drawn per verify step so that its mean is exact
-    return words, {"SGLANG_SIMULATE_ACC_LEN": f"{tau:g}"}
+    return words, {SGLANG.args.rules["forced_acceptance"]["env"]: f"{tau:g}"}
 
 
 def make_bench_plan(*, engine: str, model: str, hardware: str, drafter: str, tp: int = 1,
