@@ -267,21 +267,43 @@ def recommend(
 @acceptance_app.command("fit")
 def acceptance_fit(
     metrics: Annotated[str, typer.Argument(
-        help="A saved vLLM /metrics page, a vLLM log with 'SpecDecoding metrics' lines, or a "
-             "live endpoint URL (http://host:port/metrics).")],
+        help="A saved vLLM /metrics page, a vLLM log with 'SpecDecoding metrics' lines, a "
+             "live endpoint URL (http://host:port/metrics), or an engine benchmark result "
+             "(vllm bench serve --save-result JSON, sglang.bench_serving --output-file "
+             "JSONL).")],
     out: Annotated[Path, typer.Option(help="Workload YAML to write.")],
     name: Annotated[str | None, typer.Option(help="Workload name.")] = None,
     context: ContextOpt = None,
+    run: Annotated[int | None, typer.Option(
+        help="Benchmark result: the run to read (1-based, in file order); default: the only "
+        "run, or the mean of runs whose tokens per round agree within 1%.")] = None,
+    draft_tokens: Annotated[int | None, typer.Option(
+        "--draft-tokens", help="Benchmark result: draft tokens per round, needed where the "
+        "file gives only tokens per round (SGLang's accept_length).")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per-position conditional acceptance from vLLM's counters, as a workload profile."""
-    from specsim.measurement.vllm_metrics import metrics_name, read_counts
-    from specsim.present.rows import acceptance_rows
-    from specsim.specs.outputs import check_writable, write_yaml
-    from specsim.specs.workloads import workload_to_yaml
+    """Per-position conditional acceptance from vLLM's counters or an engine benchmark
+    result, as a workload profile."""
+    from specsim.errors import SpecError
+    from specsim.measurement.bench_acceptance import is_bench_result
+    from specsim.measurement.vllm_metrics import is_url
+    from specsim.specs.outputs import check_writable
 
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
+    if not is_url(metrics) and is_bench_result(Path(metrics)):
+        _fit_bench(metrics, out, name=name, context=context, run=run,
+                   draft_tokens=draft_tokens, force=force, as_json=as_json)
+        return
+    for option, value in (("--run", run), ("--draft-tokens", draft_tokens)):
+        if value is not None:
+            raise SpecError(f"option {option}: only for an engine benchmark result (JSON); "
+                            f"{metrics} is read as vLLM counters")
+    from specsim.measurement.vllm_metrics import metrics_name, read_counts
+    from specsim.present.rows import acceptance_rows
+    from specsim.specs.outputs import write_yaml
+    from specsim.specs.workloads import workload_to_yaml
+
     counts = read_counts(metrics)
     document = workload_to_yaml(name or metrics_name(metrics), counts.to_profile(),
                                 context=context_tokens(context),
@@ -295,3 +317,39 @@ def acceptance_fit(
     echo(to_table(rows))
     echo(f"\ndrafts: {counts.num_drafts:,.0f}; tokens per round: "
          f"{counts.mean_acceptance_length:.3f}; wrote {out}")
+
+
+def _fit_bench(path: str, out: Path, *, name: str | None, context: str | None,
+               run: int | None, draft_tokens: int | None, force: bool,
+               as_json: bool) -> None:
+    """`acceptance fit` on an engine benchmark result: per-position alphas, or tau + gamma."""
+    from specsim.measurement.bench_acceptance import read_bench_acceptance
+    from specsim.present.rows import acceptance_rows
+    from specsim.specs.outputs import write_yaml
+    from specsim.specs.workloads import workload_to_yaml
+
+    measured = read_bench_acceptance(path, run=run, draft_tokens=draft_tokens)
+    profile = measured.profile
+    document = workload_to_yaml(name or Path(path).stem, profile,
+                                context=context_tokens(context), counts_source=measured.source)
+    if measured.counts is None:  # the mean as measured; the workload derives its alpha
+        document["acceptance"] = {"tau": round(measured.tokens_per_round, 6),
+                                  "gamma": measured.draft_tokens, "source": measured.source}
+    write_yaml(out, document, force=force)
+    rows = acceptance_rows(measured.counts) if measured.counts is not None else []
+    if as_json:
+        echo(to_json({"rows": rows, "drafts": measured.num_drafts,
+                      "tokens_per_round": measured.tokens_per_round,
+                      "draft_tokens": measured.draft_tokens,
+                      "alpha": None if rows else profile.position_alphas[0],
+                      "source": measured.source, "out": str(out)}))
+        return
+    if rows:
+        echo(to_table(rows))
+        echo("")
+    else:
+        echo(f"alpha {profile.position_alphas[0]:.3f} at every position: the constant that "
+             f"gives {measured.tokens_per_round:.3f} tokens per round over "
+             f"{measured.draft_tokens} draft tokens (no per-position rates in the file)")
+    echo(f"acceptance: {measured.source}")
+    echo(f"tokens per round: {measured.tokens_per_round:.3f}; wrote {out}")

@@ -85,6 +85,10 @@ class EngineRun:
             without speculation.
         marginal_acceptance: P(draft position k accepted) for k = 1..gamma, shape (gamma,)
             (vLLM's spec_decode_per_position_acceptance_rates); empty when not reported.
+        num_drafts: rounds that carried a draft over the timed run (vLLM
+            ``spec_decode_num_drafts``; count), None when not reported (SGLang).
+        num_draft_tokens: draft tokens proposed over the timed run (vLLM
+            ``spec_decode_draft_tokens``; count), None when not reported (SGLang).
     """
 
     engine: str
@@ -111,6 +115,8 @@ class EngineRun:
     itl_p99_s: float
     tokens_per_round: float | None
     marginal_acceptance: tuple[float, ...] = ()
+    num_drafts: int | None = None
+    num_draft_tokens: int | None = None
 
     @property
     def where(self) -> str:
@@ -310,16 +316,14 @@ def _vllm(fields: _Fields) -> dict[str, Any]:
     if completed != sent:
         raise fields.error("completed", f"expected num_prompts = {sent:,} completed "
                            f"requests{_ALL_COMPLETED}")
-    tokens_per_round, marginal = _vllm_acceptance(fields)
     return {"model_id": fields.text("model_id"), "num_prompts": sent, "completed": completed,
-            "failed": failed, "tokens_per_round": tokens_per_round,
-            "marginal_acceptance": marginal}
+            "failed": failed, **_vllm_acceptance(fields)}
 
 
-def _vllm_acceptance(fields: _Fields) -> tuple[float | None, tuple[float, ...]]:
+def _vllm_acceptance(fields: _Fields) -> dict[str, Any]:
     """vLLM: acceptance length = 1 + accepted / drafts; rate at position k = a_k / drafts."""
     if "spec_decode_acceptance_length" not in fields.data:
-        return None, ()
+        return {"tokens_per_round": None}
     length_key = "spec_decode_acceptance_length"
     tokens_per_round = fields.number(length_key, low=1.0)
     key = "spec_decode_per_position_acceptance_rates"
@@ -333,7 +337,11 @@ def _vllm_acceptance(fields: _Fields) -> tuple[float | None, tuple[float, ...]]:
             ACCEPTANCE_TOLERANCE * tokens_per_round):
         raise fields.error(length_key, f"expected 1 + the sum of {key} = "
                            f"{1.0 + sum(marginal):g}")
-    return tokens_per_round, marginal
+    drafts, draft_tokens = ("spec_decode_num_drafts", "spec_decode_draft_tokens")
+    return {"tokens_per_round": tokens_per_round, "marginal_acceptance": marginal,
+            "num_drafts": fields.count(drafts) if drafts in fields.data else None,
+            "num_draft_tokens": fields.count(draft_tokens) if draft_tokens in fields.data
+            else None}
 
 
 def _sglang(fields: _Fields) -> dict[str, Any]:
