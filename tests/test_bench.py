@@ -174,6 +174,9 @@ def test_sglang_servers_force_acceptance_through_the_environment() -> None:
     assert plan.server_env["k2-tau2"] == {"SGLANG_SIMULATE_ACC_LEN": "2"}
     argv = plan.servers["k2-tau2"]
     assert argv[argv.index("--speculative-num-steps") + 1] == "2"
+    # synchronous rounds: their host work shows in the measured time
+    assert "--disable-overlap-schedule" in argv
+    assert "--disable-overlap-schedule" not in plan.servers["plain"]
     client = plan.client_argv(plan.points[0], "m", "out")
     assert client[:3] == ("python", "-m", "sglang.bench_serving")
     assert "--output-details" in client and client[client.index("--output-file") + 1] \

@@ -42,7 +42,7 @@ from specsim.engines import adapter
 from specsim.errors import SpecError, check_number
 from specsim.measurement.engine_results import EngineRun, read_engine_results
 from specsim.specs.drafters import Drafter, load_drafter
-from specsim.specs.engines import Engine, FittedTerm, load_engine
+from specsim.specs.engines import FittedTerm, load_engine
 from specsim.specs.hardware import load_hardware
 from specsim.specs.io import builtin_dir, read_yaml
 from specsim.specs.models import check_tensor_parallel, load_model
@@ -145,7 +145,11 @@ def _forced_setting(engine: str, drafter: Drafter, k: int, tau: float) -> tuple[
     if found:
         raise SpecError(f"internal: the forced SGLang setting breaks engines/sglang.yaml: "
                         f"{found}")
-    words = tuple(w for key, value in flags.items() for w in (key, str(value)))
+    # synchronous rounds (--disable-overlap-schedule): their host work shows in the round's
+    # time, which the overlap would hide behind the GPU's; the profile's terms are that work,
+    # and `--engine PROFILE` overlaps them again as SGLang does by default
+    words = (*(w for key, value in flags.items() for w in (key, str(value))),
+             SGLANG.args.rules["sync_flag"])
     return words, {SGLANG.args.rules["forced_acceptance"]["env"]: f"{tau:g}"}
 
 
@@ -219,13 +223,12 @@ def _plan_rows(plan: BenchPlan, runs: dict[str, EngineRun] | None = None
                ) -> list[dict[str, Any]]:
     """The plan's points as published concurrency rows: with their runs' measured lengths and
     TPOT, or (no runs) the plan's lengths and a placeholder TPOT to predict."""
-    base = load_engine(plan.engine)
     out = []
     for p in plan.points:
         run = None if runs is None else runs.get(p.id)
         if runs is not None and run is None:
             continue
-        out.append(_row(plan, p, run, base))
+        out.append(_row(plan, p, run))
     return out
 
 
@@ -283,8 +286,7 @@ class BenchFit:
         return float(np.median(np.abs(h / m - 1.0)) * 100.0)
 
 
-def _row(plan: BenchPlan, point: BenchPoint, run: EngineRun | None, base: Engine
-         ) -> dict[str, Any]:
+def _row(plan: BenchPlan, point: BenchPoint, run: EngineRun | None) -> dict[str, Any]:
     """The point as a published concurrency row `validate` predicts: its run's measured
     lengths and mean TPOT, or without a run the plan's lengths (and a TPOT of 1 ms, a
     placeholder the prediction does not read)."""
@@ -304,7 +306,8 @@ def _row(plan: BenchPlan, point: BenchPoint, run: EngineRun | None, base: Engine
         "output_tokens": max(1, round(run.output_tokens_per_request)) if run
         else plan.output_tokens,
         "prefill_included": False, "tpot_ms": run.tpot_mean_s * 1e3 if run else 1.0,
-        "spec_overlap": base.spec_overlap}
+        # the plan's speculative servers run synchronous rounds (SGLang's sync flag)
+        "spec_overlap": False}
     if not plain:
         row.update(drafter_spec=plan.drafter, draft_tokens=point.draft_tokens,
                    depth=point.draft_tokens, tau=tau)
@@ -359,7 +362,7 @@ def fit_bench(plan: BenchPlan, results: Path) -> BenchFit:
             raise SpecError(f"{results}: no point identifies {term}"
                             + (f"; run point {wanted}" if wanted else ""))
     base = load_engine(plan.engine)
-    rows = [published_row(_row(plan, p, r, base), Path(r.file), i)
+    rows = [published_row(_row(plan, p, r), Path(r.file), i)
             for i, (p, r) in enumerate(matched)]
     measured = np.array([r.tpot_mean_s for _, r in matched])
     # no host term exceeds the measured time it is part of
