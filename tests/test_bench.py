@@ -147,8 +147,8 @@ def test_the_printed_plan_runs_as_pasted(tmp_path: Path) -> None:
     """Every uncommented line is one command whose words are the plan's argv; the servers
     are printed commented (they run in their own terminal)."""
     out = tmp_path / "plan"
-    r = subprocess.run([sys.executable, "-m", "specsim", "bench", "plan", "--drafter",
-                        "eagle3-llama-3.1-8b", "--out", str(out)],
+    r = subprocess.run([sys.executable, "-m", "specsim", "bench", "plan", "--engine", "vllm",
+                        "--drafter", "eagle3-llama-3.1-8b", "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     plan = read_bench_plan(out / PLAN_FILE)

@@ -25,6 +25,12 @@ SGLANG = adapter("sglang")
 SGLANG_HEAD = ["python", "-m", "sglang.launch_server", "--model-path"]
 
 
+
+def _graphs(batch: int) -> list[str]:
+    """SGLang 0.5.23 captures decode CUDA graphs as far as a GPU-memory default (as few as 8
+    requests): a command for more states its batch."""
+    return ["--cuda-graph-max-bs-decode", str(batch)]
+
 def _choice(batch: int, nodes: int, depth: int, width: int, fits: bool = True) -> Choice:
     shape = "none" if nodes == 0 else "chain" if width <= 1 else "tree"
     return Choice(batch=batch, shape=shape, nodes=nodes, depth=depth, max_width=width,
@@ -87,9 +93,11 @@ def test_sglang_gets_one_command_per_range_with_its_flags_and_cap() -> None:
     head = [*SGLANG_HEAD, TARGET]
     expected = [
         ((1, 4), (1, 4), [*head, *_eagle3(3, 8, 64), "--max-running-requests", "4"]),
-        ((5, 32), (16, 32), [*head, *_eagle3(4, 1, 5), "--max-running-requests", "32"]),
-        ((33, 64), (64,), [*head, *_eagle3(6, 1, 7), "--max-running-requests", "64"]),
-        ((65, 128), (128,), [*head, "--max-running-requests", "128"]),
+        ((5, 32), (16, 32), [*head, *_eagle3(4, 1, 5), *_graphs(32),
+                             "--max-running-requests", "32"]),
+        ((33, 64), (64,), [*head, *_eagle3(6, 1, 7), *_graphs(64),
+                           "--max-running-requests", "64"]),
+        ((65, 128), (128,), [*head, *_graphs(128), "--max-running-requests", "128"]),
     ]
     commands = _sglang(rows, "eagle3-llama-3.1-8b")
     assert [(c.batch_range, c.batches, list(c.argv)) for c in commands] == expected
@@ -111,7 +119,7 @@ def test_a_constant_setting_is_one_command() -> None:
     rows = [_choice(b, 4, 4, 1) for b in (1, 2, 8, 64)]
     (command,) = _sglang(rows, "eagle3-llama-3.1-8b")
     assert command.batch_range == (1, 64) and command.batches == (1, 2, 8, 64)
-    assert list(command.argv) == [*SGLANG_HEAD, TARGET, *_eagle3(4, 1, 5),
+    assert list(command.argv) == [*SGLANG_HEAD, TARGET, *_eagle3(4, 1, 5), *_graphs(64),
                                   "--max-running-requests", "64"]
 
 
@@ -145,7 +153,7 @@ def test_a_dflash_block_per_range() -> None:
     head = [*SGLANG_HEAD, "Qwen/Qwen3-8B"]
     assert [list(c.argv) for c in commands] == [
         [*head, *flags, "16", *draft, "--max-running-requests", "8"],
-        [*head, *flags, "7", *draft, "--max-running-requests", "64"]]
+        [*head, *flags, "7", *draft, *_graphs(64), "--max-running-requests", "64"]]
 
 
 def test_measured_dflash_recommendation_reaches_batch_64() -> None:

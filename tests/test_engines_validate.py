@@ -171,7 +171,8 @@ def test_published_row_says_how_it_was_measured(write_yaml: Any) -> None:
          "field 'prefill_included' is missing"),
         ({**row, "prefill_included": "yes"}, "field 'prefill_included' must be true or false"),
         ({**row, "input_tokens": 0}, "field 'input_tokens' must be an integer"),
-        ({**row, "method": "eagle3", "tpot_ms": 5.0}, "field 'tpot_ms' is a plain-decoding"),
+        ({**row, "method": "eagle3", "tpot_ms": 5.0}, "field 'tpot_ms' of a speculative row "
+         "needs its 'tau'"),
         ({**row, "tpot_ms": -1}, "field 'tpot_ms' must be a positive finite number"),
     )
     for i, (bad, message) in enumerate(cases):

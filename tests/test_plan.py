@@ -528,5 +528,7 @@ def test_a_plain_answer_prints_commands_with_their_batch_cap() -> None:
     assert argvs == {
         "vllm": ("vllm", "serve", "meta-llama/Llama-3.1-8B", "--max-num-seqs",
                  str(s.batch)),
+        # beyond 8 requests SGLang captures decode graphs only as far as its GPU-memory default
         "sglang": ("python", "-m", "sglang.launch_server", "--model-path",
-                   "meta-llama/Llama-3.1-8B", "--max-running-requests", str(s.batch))}
+                   "meta-llama/Llama-3.1-8B", "--cuda-graph-max-bs-decode", str(s.batch),
+                   "--max-running-requests", str(s.batch))}

@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from specsim.cli.common import DEFAULT_HARDWARE, HardwareOpt, command_group, echo, to_table
+from specsim.cli.common import (
+    DEFAULT_ENGINE,
+    DEFAULT_HARDWARE,
+    HardwareOpt,
+    command_group,
+    echo,
+    to_table,
+)
 
 bench_app = command_group(
     "bench", "Measure the serving engine on your own GPU: a benchmark plan with forced "
@@ -22,7 +29,8 @@ SERVER_START_S = 120.0
 def bench_plan(
     drafter: Annotated[str, typer.Option("--drafter", "-d", help="Drafter (slug or YAML) whose "
                                          "checkpoint the speculative servers load.")],
-    engine: Annotated[str, typer.Option(help="vllm or sglang.")] = "vllm",
+    engine: Annotated[str, typer.Option(help="vllm or sglang (default: the one every command "
+                                        "defaults to).")] = DEFAULT_ENGINE,
     model: Annotated[str | None, typer.Option(
         "--model", "-m", help="Target (default: the drafter's).")] = None,
     hardware: HardwareOpt = DEFAULT_HARDWARE,

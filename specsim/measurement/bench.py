@@ -300,7 +300,7 @@ def _row(plan: BenchPlan, point: BenchPoint, run: EngineRun | None) -> dict[str,
         "id": point.id, "source": source, "model": plan.model,
         "hardware": plan.hardware, "engine": plan.engine, "batch": point.concurrency,
         "tp": plan.tp, "benchmark": "concurrency", "dataset": "random",
-        "method": "plain" if plain else "eagle", "shape": "chain",
+        "method": "plain" if plain else "forced-acceptance chain", "shape": "chain",
         "input_tokens": max(1, round(run.input_tokens_per_request)) if run
         else plan.input_tokens,
         "output_tokens": max(1, round(run.output_tokens_per_request)) if run
