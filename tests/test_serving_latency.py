@@ -167,3 +167,20 @@ def test_poisson_draws_are_scipys_inverse_cdf() -> None:
     u = np.random.default_rng(1).random((4000, 1))
     lam = np.array([[1e-9, 0.004, 0.1, 1.0, 3.7, 25.0, 180.0, 900.0, 5000.0]])
     assert np.array_equal(_poisson(u, lam), poisson.ppf(u, lam))
+
+
+def test_the_answer_is_a_drafter_an_engine_runs() -> None:
+    """H-Spec has no vLLM or SGLang method: beside a drafter the engines run, the answer (and
+    what speculation would need) is that one, and a note says why H-Spec is left out; alone,
+    it is still answered (as specsim's model, which the answer says)."""
+    plan = make_plan(hardware="h100-sxm", model="qwen3-8b",
+                     drafters=["hspec-qwen3-8b", "dspark-qwen3-8b"], engine="sglang",
+                     workload="chat", min_tokens_per_s_per_user=60, users=64, tps=(1,))
+    for s in (plan.best, plan.best_speculative):
+        assert s is not None and s.drafter in ("dspark-qwen3-8b", "none")
+    assert any(n.startswith("hspec-qwen3-8b: no engine runs it") for n in plan.notes)
+    alone = make_plan(hardware="h100-sxm", model="qwen3-8b", drafters=["hspec-qwen3-8b"],
+                      engine="sglang", workload="chat", min_tokens_per_s_per_user=60,
+                      users=64, tps=(1,))
+    assert alone.best_speculative is not None
+    assert alone.best_speculative.drafter == "hspec-qwen3-8b"

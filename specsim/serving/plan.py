@@ -324,7 +324,18 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     bounds = Slo(min_tokens_per_s_per_user=slo,
                  max_ttft_p90_s=None if max_ttft_p90_ms is None else max_ttft_p90_ms / 1e3,
                  max_itl_p99_s=None if max_itl_p99_ms is None else max_itl_p99_ms / 1e3)
-    tables = {p.name: p.tables for p in parts}
+    # The answer is one a team can deploy: drafters an engine runs (vLLM or SGLang has a
+    # method for their family) where there is one; the others stay in the tables and figures
+    # as specsim's model (and are the answer only when no runnable drafter was given).
+    runnable = {p.name: p.tables for p in parts
+                if p.drafter is not None and any(a.method(p.drafter) for a in adapters())}
+    model_only = [p.name for p in parts if p.name not in runnable]
+    if runnable and model_only:
+        them = "it" if len(model_only) == 1 else "them"
+        notes.append(f"{', '.join(model_only)}: no engine runs {them} (no vLLM or SGLang "
+                     f"method for the family), so the answer leaves {them} out; the tables "
+                     f"and figures show specsim's model of {them}")
+    tables = runnable or {p.name: p.tables for p in parts}
     best = best_setting(tables, slo=bounds, demand=demand) if tables else None
     best_plain = best_setting({"none": plain.tables}, slo=bounds, demand=demand)
     drafting = best if best is not None and best.nodes else (
@@ -350,7 +361,8 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     answer = best or best_plain
     tn = tn_table(target, hw, tp=answer.tp if answer else 1)
     return dataclasses.replace(
-        plan, tn=tn, why=why_text(parts, answer, tn) if answer else "",
+        plan, tn=tn, why=why_text([p for p in parts if p.name in tables], answer, tn)
+        if answer else "",
         memory=tuple(memory_by_context(plan, MEMORY_CONTEXTS)),
         pareto=tuple(pareto_points(plan)),
         best_engines=tuple(setting_engines(plan, best)) if best else (),
