@@ -185,12 +185,23 @@ def _fit_roofline(memory: FloatArray, compute: FloatArray, time: FloatArray, *,
     return unpack(fit.x)
 
 
+# Widths of the cross-GPU priors in the log of each field (0.25: +-25% at one sigma). The
+# fractions: fitted GEMM bandwidth 0.77-0.86 and flops 0.75-0.79 on Vidur's A100 and A40
+# (docs/calibration.md), 75-90% of the bandwidth quoted for real GPUs (DESIGN.md section 9), so
+# 0.78 +- 25% (0.61-1.0) holds every GPU measured within one sigma and still lets a table move
+# it anywhere in (0, 1]. The floor: 2.0-6.7 us fitted per single model on the two GPUs
+# (transferred.py: 5.5 / 2.6 us all-model), so 4 us times or over a factor e^0.7 = 2 (2-8 us).
+# Weak: one point's worth of evidence (robust_log_fit), against 176 points at n <= 64 alone.
+PRIOR_LOG_SIGMA = {"bandwidth": 0.25, "flops": 0.25, "floor_s": 0.7}
+
+
 def cross_gpu_priors(sm_count: int) -> dict[str, Prior]:
     """Weak priors at the transferred (cross-GPU) values on the roofline fields: bandwidth,
-    flops and floor. The shape terms get none: their flat ends (no tile padding, a hard max)
-    are legitimate answers a prior would wrongly pull away from."""
+    flops and floor (widths PRIOR_LOG_SIGMA). The shape terms get none: their flat ends (no
+    tile padding, a hard max) are legitimate answers a prior would wrongly pull away from."""
     eff = transferred_gemm(sm_count)
-    return {name: Prior(float(getattr(eff, name))) for name in ("bandwidth", "flops", "floor_s")}
+    return {name: Prior(float(getattr(eff, name)), sigma)
+            for name, sigma in PRIOR_LOG_SIGMA.items()}
 
 
 def _tree_slowdown(points: pd.DataFrame) -> float:
@@ -226,8 +237,9 @@ def fit_efficiency_with_notes(points: pd.DataFrame, hw: Hardware
         weight_bytes_per_param=elem, act_bytes_per_elem=elem, bandwidth_bytes_per_s=bw,
         flops_per_s=peak, base=GemmEfficiency(sm_count=hw.sm_count),
         priors=cross_gpu_priors(hw.sm_count))
-    notes = tuple(f"gemm.{name}: {why}" for name, why in diag.kept_priors)
-    notes += tuple(f"gemm.{name}: at its physical bound (1 = datasheet)" for name in diag.at_bound)
+    notes = tuple(f"gemm.{name}: {why}" for name, why in diag.kept_priors + diag.loosely_fitted)
+    notes += tuple(f"gemm.{name}: at its physical bound (1 = datasheet; the points would have "
+                   f"it higher: is {hw.name} the GPU they ran on?)" for name in diag.at_bound)
     attention = OpEfficiency()
     attn = points[(points["op_class"] == "attention") & (points["mask"] != "tree")]
     if len(attn) >= 3:
