@@ -25,7 +25,7 @@ The expected real kernel efficiency of a datasheet GPU (EXPECTED_BANDWIDTH, EXPE
 the one scalar pair that prices every engine's kernel time (`speculation.engine_time`) and
 draws the plan's "expected real" T(n): achieved time = datasheet-roofline time / bandwidth
 efficiency, with compute-bound time at the flops efficiency. It is the A100 SXM's own fit
-(hardware/calibrated/a100-80g-sxm-vidur.yaml efficiency.gemm: bandwidth 0.861, flops 0.757),
+(hardware/calibrated/a100-80g-sxm-vidur.yaml efficiency.gemm: bandwidth 0.862, flops 0.757),
 not the two-GPU mean above: the mean's bandwidth and flops are parameters of the multi-term
 GEMM model (overlap, tile, epilogue and wave terms beside them), not a scalar ratio of achieved
 to datasheet time, and the scalar 0.862 / 0.757 is the one every engine term was fitted with
