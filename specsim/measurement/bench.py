@@ -235,14 +235,12 @@ def _plan_rows(plan: BenchPlan, runs: dict[str, EngineRun] | None = None
 def predict_plan_tpot_s(plan: BenchPlan) -> dict[str, float]:
     """Each point's mean TPOT with the built-in engine's terms, s (what the plan expects)."""
     from specsim.measurement.published import _row as published_row
-    from specsim.measurement.validate import _samples
+    from specsim.measurement.validate import ZEROED, _samples
 
     rows = [published_row(r, Path(PLAN_FILE), i) for i, r in enumerate(_plan_rows(plan))]
     samples = _samples(rows, plan.engine)
     engine = load_engine(plan.engine)
-    terms = {t: getattr(engine, t) for t in ("op_host_s", "kernel_s", "per_pass_s",
-                                             "per_request_s", "drafter_pass_s", "round_s",
-                                             "round_request_s")}
+    terms = {t: getattr(engine, t) for t in ZEROED}
     return {r.id: samples[r.id].predict(terms) / 1e3 for r in rows}
 
 

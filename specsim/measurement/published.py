@@ -190,6 +190,17 @@ def _check_setting(row: PublishedRow, where: str) -> None:
                         f"{row.depth + 1}, the most tokens a round of that draft can yield")
 
 
+def _referenced(by_id: dict[str, PublishedRow], row: PublishedRow, field: str
+                ) -> tuple[str, PublishedRow]:
+    """The other row of the same file that `row`'s `field` names, and where to say so."""
+    name = getattr(row, field)
+    where = f"{row.path or row.file}: row {show(row.id, 40)}: field '{field}'"
+    ref = by_id.get(name)
+    if ref is None or ref.file != row.file or ref.id == row.id:
+        raise SpecError(f"{where}: no other row {name!r} in the same file")
+    return where, ref
+
+
 def _check_sweeps(rows: list[PublishedRow]) -> None:
     """A sweep reference names another row of the same file, with a speedup and no reference
     of its own, in the same setting but for the batch."""
@@ -197,10 +208,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
     for r in rows:
         if r.sweep_reference is None:
             continue
-        where = f"{r.path or r.file}: row {show(r.id, 40)}: field 'sweep_reference'"
-        ref = by_id.get(r.sweep_reference)
-        if ref is None or ref.file != r.file or ref.id == r.id:
-            raise SpecError(f"{where}: no other row {r.sweep_reference!r} in the same file")
+        where, ref = _referenced(by_id, r, "sweep_reference")
         if ref.sweep_reference is not None or ref.speedup is None or r.speedup is None:
             raise SpecError(f"{where}: both rows need a measured speedup, and the reference "
                             "no reference of its own")
@@ -219,10 +227,7 @@ def _check_versus(rows: list[PublishedRow]) -> None:
     for r in rows:
         if r.versus is None:
             continue
-        where = f"{r.path or r.file}: row {show(r.id, 40)}: field 'versus'"
-        ref = by_id.get(r.versus)
-        if ref is None or ref.file != r.file or ref.id == r.id:
-            raise SpecError(f"{where}: no other row {r.versus!r} in the same file")
+        where, ref = _referenced(by_id, r, "versus")
         if r.plain or ref.plain or r.tau is None or ref.tau is None or r.speedup is None:
             raise SpecError(f"{where}: both rows speculate and publish tau, and this one its "
                             "speedup over the other")

@@ -302,15 +302,13 @@ def slo_mask(table: ServingTable, slo: Slo) -> BoolArray:
     if not slo.has_latency or not ok.any():
         return np.asarray(ok)
     cols = np.nonzero(ok.any(axis=0))[0]
-    lo = np.full(cols.size, -1)  # largest row known to pass (-1: none)
-    hi = np.array([np.nonzero(ok[:, k])[0].max() for k in cols])  # largest row to try
-    first = np.array([np.nonzero(ok[:, k])[0].min() for k in cols])
-    lo_try = first.copy()
-    # check the smallest batch first: if it fails, the candidate never passes
-    ttft, gaps = table_latency(table, lo_try, cols)
-    passes = slo.latency_ok(ttft, gaps)
-    lo = np.where(passes, first, -1)
-    top = np.where(passes, hi, first - 1)
+    rows = np.arange(ok.shape[0])[:, None]
+    first = np.where(ok[:, cols], rows, ok.shape[0]).min(axis=0)  # smallest row to try
+    last = np.where(ok[:, cols], rows, -1).max(axis=0)  # largest row to try
+    # the smallest batch first: where it fails, the candidate never passes
+    passes = slo.latency_ok(*table_latency(table, first, cols))
+    lo = np.where(passes, first, -1)  # largest row known to pass (-1: none)
+    top = np.where(passes, last, first - 1)
     while True:
         open_ = lo < top
         if not open_.any():
@@ -322,9 +320,9 @@ def slo_mask(table: ServingTable, slo: Slo) -> BoolArray:
         lo[idx] = np.where(good, mid[idx], lo[idx])
         top[idx] = np.where(good, top[idx], mid[idx] - 1)
     keep = np.zeros_like(ok)
-    for c, last in zip(cols, lo, strict=True):
-        if last >= 0:
-            keep[: last + 1, c] = ok[: last + 1, c]
+    for c, passing in zip(cols, lo, strict=True):
+        if passing >= 0:
+            keep[: passing + 1, c] = ok[: passing + 1, c]
     return keep
 
 
