@@ -266,3 +266,20 @@ def test_every_printed_flag_is_one_the_engines_recorded(engine: str) -> None:
         assert argv[:len(head)] == head
         flags = [a for a in argv[len(head):] if a.startswith("--")]
         assert set(flags) <= set(client["flags"]), set(flags) - set(client["flags"])
+
+
+def test_a_result_of_another_engine_version_is_refused(tmp_path: Path) -> None:
+    """SGLang's result names the server's version (server_info.version): another version
+    than the plan's is refused, naming the file and field."""
+    plan = make_bench_plan(engine="sglang", model="llama-3.1-8b", hardware="h100-sxm",
+                           drafter="eagle3-llama-3.1-8b")
+    source = Path(__file__).parent / "data" / "engine_results" / "sglang_two_runs.jsonl"
+    run = json.loads(source.read_text().splitlines()[0])
+    run["server_info"] = {**run["server_info"], "version": "0.5.9",
+                          "model_path": plan.model_id}
+    run["max_concurrency"] = 1
+    (tmp_path / "plain-c1.jsonl").write_text(json.dumps(run) + "\n")
+    with pytest.raises(SpecError) as err:
+        fit_bench(plan, tmp_path)
+    text = str(err.value)
+    assert "plain-c1.jsonl" in text and "server_info.version" in text and "0.5.23" in text

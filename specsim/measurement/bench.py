@@ -325,6 +325,10 @@ def _match(plan: BenchPlan, results: Path) -> list[tuple[BenchPoint, EngineRun]]
             raise SpecError(f"{path}: written by the {runs[-1].engine} client; the plan is for "
                             f"{plan.engine}")
         run = runs[-1]  # an appended file: its last run
+        version = plan.engine_version.split()[-1]
+        if run.engine_version and run.engine_version != version:
+            raise SpecError(f"{path}: field 'server_info.version' = {run.engine_version}; the "
+                            f"plan is for {plan.engine_version}")
         if plan.model_id and run.model_id and run.model_id != plan.model_id:
             raise SpecError(f"{path}: field 'model_id' = {run.model_id}; the plan serves "
                             f"{plan.model_id}")

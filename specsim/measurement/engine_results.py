@@ -116,6 +116,9 @@ class EngineRun:
     tokens_per_round: float | None
     marginal_acceptance: tuple[float, ...] = ()
     num_drafts: int | None = None
+    # the engine's version where the file states it (SGLang's server_info.version; vLLM's
+    # result file names none)
+    engine_version: str | None = None
     num_draft_tokens: int | None = None
 
     @property
@@ -356,9 +359,12 @@ def _sglang(fields: _Fields) -> dict[str, Any]:
         raise fields.error("completed", f"{sent - completed:,} of the {sent:,} requests sent "
                            f"(entries of 'errors') failed{_ALL_COMPLETED}")
     accept_length = fields.get("accept_length")
+    info = fields.get("server_info")
+    version = info.get("version") if isinstance(info, dict) else None
     return {"model_id": _sglang_model(fields), "num_prompts": sent, "completed": completed,
             "failed": 0, "tokens_per_round": None if accept_length is None
-            else fields.number("accept_length", low=1.0)}
+            else fields.number("accept_length", low=1.0),
+            "engine_version": version if isinstance(version, str) and version else None}
 
 
 def _sglang_model(fields: _Fields) -> str | None:
