@@ -114,12 +114,12 @@ def _speedup_fig(curves: SpeedupCurves, *, title: str, bound: SpeedupCurves | No
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     handles, _ = ax.get_legend_handles_labels()
-    keys = [Line2D([], [], color="0.3", lw=1.6, label="what the engines build"),
-            Line2D([], [], color="0.3", marker="o", ls="", ms=9, mec="black", mew=0.9,
+    keys = [Line2D([], [], color="0.3", marker="o", ls="", ms=9, mec="black", mew=0.9,
                    label=marked_as)]
-    if bound is not None:
-        keys.insert(1, Line2D([], [], color="0.3", lw=1.2, ls=(0, (4, 2)),
-                              label="bound: best tree of any shape\n(no engine builds it)"))
+    if bound is not None:  # solid: what the engines build, against the dashed bound
+        keys[:0] = [Line2D([], [], color="0.3", lw=1.6, label="what the engines build"),
+                    Line2D([], [], color="0.3", lw=1.2, ls=(0, (4, 2)),
+                           label="bound: best tree of any shape\n(no engine builds it)")]
     keys.append(Line2D([], [], color="0.45", lw=0.9, ls=":", label="plain decoding (1x)"))
     ax.legend(handles=[*handles, *keys], fontsize=8, loc="upper left",
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
