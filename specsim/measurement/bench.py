@@ -222,7 +222,7 @@ def make_bench_plan(*, engine: str, model: str, hardware: str, drafter: str, tp:
 def _plan_rows(plan: BenchPlan, runs: dict[str, EngineRun] | None = None
                ) -> list[dict[str, Any]]:
     """The plan's points as published concurrency rows: with their runs' measured lengths and
-    TPOT, or (no runs) the plan's lengths and a placeholder TPOT to predict."""
+    TPOT, or (no runs) the plan's lengths and a TPOT the prediction does not read."""
     out = []
     for p in plan.points:
         run = None if runs is None else runs.get(p.id)
@@ -286,8 +286,8 @@ class BenchFit:
 
 def _row(plan: BenchPlan, point: BenchPoint, run: EngineRun | None) -> dict[str, Any]:
     """The point as a published concurrency row `validate` predicts: its run's measured
-    lengths and mean TPOT, or without a run the plan's lengths (and a TPOT of 1 ms, a
-    placeholder the prediction does not read)."""
+    lengths and mean TPOT, or without a run the plan's lengths (and a TPOT of 1 ms: a row
+    must state what it measured, and a prediction does not read it)."""
     plain = point.draft_tokens == 0
     # vLLM counts the accepted tokens of the timed run; SGLang's accept_length is the server's
     # lifetime average, so the forced value stands for it
