@@ -348,35 +348,43 @@ def test_serving_settings_are_what_the_engines_build(small_report: tuple[object,
         assert part.bound_curves.speedup[i].max() >= curves.speedup[i].max() - 1e-12
 
 
-def test_tn_curves_by_profile() -> None:
-    """Datasheet GPU: the expected real curve, and the calibrated one only where
-    hardware/calibrated/ has a profile for it; a calibrated profile: its own curve."""
+@pytest.mark.parametrize(("hardware", "engine"), [
+    ("h100-sxm", "sglang"), ("h100-sxm", "vllm"), ("transferred/h100-sxm", "sglang"),
+    ("calibrated/a100-80g-sxm-vidur", "vllm"), ("h100-sxm", "roofline")])
+def test_the_plan_shows_the_one_t_n_it_prices_with(hardware: str, engine: str) -> None:
+    """Issue 24: the plan printed an 'expected real' T(n) and priced with another (datasheet
+    plus engine terms). The report's T(n) is now the datasheet roofline, for reference, and
+    the plain step the serving tables price at batch n (speedup_table's baseline, another
+    path through the library), whatever the profile (datasheet, transferred, calibrated)."""
     from specsim.forward.cost import pass_cost
     from specsim.forward.shapes import batch_mix_passes
-    from specsim.serving.curves import tn_curves
-    from specsim.specs.engines import load_engine
-    from specsim.speculation import engine_time
+    from specsim.serving.curves import DATASHEET_LABEL, priced_label, tn_table
+    from specsim.specs.engines import engine_or_none, load_engine
+    from specsim.specs.hardware import Efficiency
+    from specsim.speculation.speedup import Candidates, speedup_table
 
-    h100 = [label for label, _ in tn_curves(load_hardware("h100-sxm"))]
-    assert h100 == ["datasheet (ms)", "expected real (ms)"]
-    a100 = [label for label, _ in tn_curves(load_hardware("a100-80g-sxm"))]
-    assert a100 == ["datasheet (ms)", "expected real (ms)",
-                    "calibrated calibrated/a100-80g-sxm-vidur (ms)"]
-    cal = [label for label, _ in tn_curves(load_hardware("calibrated/a100-80g-sxm-vidur"))]
-    assert cal == ["datasheet (ms)", "calibrated calibrated/a100-80g-sxm-vidur (ms)"]
-    # the expected real curve is what engines price kernels at: one token is memory-bound,
-    # so the datasheet time / 0.862 (the GPU's expected bandwidth efficiency) ...
-    hw, model = load_hardware("h100-sxm"), load_model("llama-3.1-8b")
-    one = batch_mix_passes(1.0, np.array([1.0]), np.array([0.0]))
-    expected = engine_time.expected_kernel_s(hw, model, one)
-    assert expected == pytest.approx(pass_cost(model, hw, one).time_s / 0.862, rel=1e-12)
-    # ... and at any n, an engine's kernels before its own kernel terms
-    many = batch_mix_passes(1.0, np.array([64.0, 8192.0]), np.array([0.0]))
-    for slug in ("sglang", "vllm", "hf-eager"):
-        priced = engine_time.achieved_pass_s(load_engine(slug), hw, model, many,
-                                             engine_kernels=False)
-        assert priced == pytest.approx(engine_time.expected_kernel_s(hw, model, many),
-                                       rel=1e-12)
+    hw, model = load_hardware(hardware), load_model("llama-3.1-8b")
+    eng = engine_or_none(load_engine(engine))
+    table = tn_table(model, hw, eng, tokens=(1, 64, 1024))
+    assert list(table.seconds) == [DATASHEET_LABEL, priced_label(eng)]
+    plain = Candidates(nodes=np.zeros(1), depth=np.zeros(1), tau=np.ones(1),
+                       max_width=np.ones(1), shape=("chain",))
+    setup = Setup(target=model, hardware=hw, context=0.0, draft_cost=0.0, engine=eng)
+    priced = speedup_table(setup, [1, 64, 1024], plain).baseline_s
+    assert table.seconds[priced_label(eng)] == pytest.approx(priced, rel=1e-9)
+    ideal = dataclasses.replace(hw, efficiency=Efficiency())
+    shape = batch_mix_passes(1.0, np.array([1.0, 64.0, 1024.0]), np.array([0.0]))
+    assert table.seconds[DATASHEET_LABEL] == pytest.approx(pass_cost(model, ideal, shape).time_s,
+                                                           rel=1e-12)
+    # The seed's 8B on an H100: 16 GB / 3.35 TB/s ~ 4.5 ms at one token on the datasheet;
+    # an engine only adds time to it, the roofline engine none.
+    if hw.slug.endswith("h100-sxm"):
+        assert table.seconds[DATASHEET_LABEL][0] == pytest.approx(4.48e-3, rel=0.01)
+    if eng is None:
+        assert table.seconds[priced_label(eng)] == pytest.approx(
+            table.seconds[DATASHEET_LABEL], rel=1e-12)
+    else:
+        assert np.all(table.seconds[priced_label(eng)] > table.seconds[DATASHEET_LABEL])
 
 
 def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> None:
@@ -385,7 +393,8 @@ def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> No
 
     _, out = small_report
     md = (out / "report.md").read_text()
-    assert "| tokens n | datasheet (ms) | expected real (ms) |" in md
+    assert "| tokens n | datasheet roofline (ms) | priced by the plan (ms) |" in md
+    assert "the one T(n) this plan prices every setting with" in md
     assert "calibrated_ms" not in md and "| 1,024 |" in md
     assert cell_text(1820) == "1,820" and cell_text(26866.9) == "26,867"
     assert cell_text(4.483) == "4.48"

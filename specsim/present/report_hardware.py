@@ -1,5 +1,5 @@
-"""The report's sections on the GPU: T(n) of the target with its knee (datasheet, expected real
-and calibrated curves) and memory with the maximum concurrency against context.
+"""The report's sections on the GPU: T(n) of the target with its knee (the datasheet roofline
+and the T(n) the plan prices with) and memory with the maximum concurrency against context.
 
 Split from `present.report`, which assembles every section into the document.
 """
@@ -46,21 +46,29 @@ def section_tn(plan: Plan, add: Callable[..., None]) -> None:
         ax.set_title(f"{plan.model.name} on {plan.hardware.name}, TP {tp}", fontsize=10)
         ax.legend(fontsize=8)
     hw = plan.hardware
-    text = (f"Time of one target forward pass over n tokens (no cached context), TP {tp}. Flat "
-            "while memory-bound, linear once compute-bound; the datasheet knee is at ops:byte "
-            f"= peak flops / bandwidth = {knee:.0f} tokens. ")
-    if hw.is_calibrated and not hw.slug.startswith("transferred/"):
-        text += "The calibrated curve uses this profile's fitted efficiencies. "
+    engine = plan.setup.engine
+    text = (f"Time of one target forward pass over n tokens (n requests of one token, no cached "
+            f"context), TP {tp}. Flat while memory-bound, linear once compute-bound; the "
+            f"datasheet knee is at ops:byte = peak flops / bandwidth = {knee:.0f} tokens. The "
+            "datasheet roofline is the article's idealized GPU, for reference only. The other "
+            "curve is the one T(n) this plan prices every setting with: ")
+    if hw.slug.startswith("transferred/"):
+        text += ("the kernel terms transferred from the GPUs with kernel measurements "
+                 f"(expected error {expected_error_text()})")
+    elif hw.is_calibrated:
+        text += "the kernels at this profile's fitted efficiencies"
     else:
         bandwidth, flops = plan.expected_efficiency
-        text += ("The expected real curve is the datasheet roofline at the GPU's expected "
-                 f"kernel efficiency ({bandwidth:g} of its bandwidth, {flops:g} of its peak "
-                 "flops: specsim/specs/transferred.py), the one the plan prices every engine's "
-                 "kernels at; `--hardware transferred/<slug>` applies the multi-term GEMM model "
-                 "transferred from the GPUs with kernel measurements instead (expected error "
-                 f"{expected_error_text()}). ")
-        if not any(k.startswith("calibrated") for k in labels):
-            text += "No calibrated profile exists for this GPU (hardware/calibrated/). "
+        text += (f"the kernels at the GPU's expected efficiency ({bandwidth:g} of its "
+                 f"bandwidth, {flops:g} of its peak flops: specsim/specs/transferred.py)")
+    text += (f", plus {engine.name}'s kernel, launch and host terms per pass and per request "
+             f"(engine profile {engine.slug}), as `specsim roofline` prints them (engine_ms). "
+             if engine else ", with no engine terms (the roofline engine). ")
+    others = [slug for slug, _ in plan.calibrated
+              if slug.startswith(f"{hw.slug}-") and not hw.is_calibrated]
+    if others:
+        text += (f"A calibrated profile of this GPU exists (`--hardware calibrated/{others[0]}`); "
+                 "this plan does not use it. ")
     text += f"The plan's numbers use the {hw.slug} profile ({profile_kind(hw)})."
     add("p", text)
     add("img", "tn.png", png=png_bytes(draw))

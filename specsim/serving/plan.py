@@ -359,7 +359,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
                 validation=held_out_summary())
     answer = best or best_plain
-    tn = tn_table(target, hw, tp=answer.tp if answer else 1)
+    tn = tn_table(target, hw, base.engine, tp=answer.tp if answer else 1)
     return dataclasses.replace(
         plan, tn=tn, why=why_text([p for p in parts if p.name in tables], answer, tn)
         if answer else "",
@@ -373,10 +373,10 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
 
 
 def _knee_tokens(tn: TnTable) -> int | None:
-    """Tokens per pass at which the expected pass time first reaches twice T(1) (the end of
-    the flat, memory-bound part of T(n)); None beyond the table."""
-    curve = next((v for k, v in tn.seconds.items() if k.startswith("expected")),
-                 next(iter(tn.seconds.values())))
+    """Tokens per pass at which the priced pass time (the table's last curve, `tn_table`)
+    first reaches twice T(1) (the end of the flat, memory-bound part of T(n)); None beyond
+    the table."""
+    curve = list(tn.seconds.values())[-1]
     over = np.nonzero(curve >= 2.0 * curve[0])[0]
     return int(tn.tokens[int(over[0])]) if over.size else None
 
