@@ -209,9 +209,22 @@ def all_to_all_time_s(bytes_: FloatArray, hw: Hardware) -> FloatArray:
 
 
 def collective_time_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
-    """Ring all-reduce of `bytes_` over `tp` GPUs: latency + 2 (tp - 1)/tp bytes / link bw."""
+    """All-reduce of `bytes_` over `tp` GPUs.
+
+    Where the profile has the serving engines' measured all-reduce at this TP degree
+    (`Hardware.allreduce_s`), its time at that message size: linear between the measured
+    sizes, the smallest size's time below them, and beyond the largest the last two points'
+    slope. Otherwise a ring: latency + 2 (tp - 1)/tp bytes / link bandwidth."""
     if tp <= 1:
         return np.zeros_like(bytes_)
+    points = hw.allreduce_s.get(tp)
+    if points:
+        sizes, times = (np.array(p, dtype=np.float64) for p in zip(*points, strict=True))
+        b = np.asarray(bytes_, dtype=np.float64)
+        slope = (times[-1] - times[-2]) / (sizes[-1] - sizes[-2])
+        beyond = times[-1] + slope * (b - sizes[-1])
+        return np.asarray(np.where(b > sizes[-1], beyond, np.interp(b, sizes, times)),
+                          dtype=np.float64)
     ring = 2.0 * (tp - 1) / tp * bytes_ / hw.interconnect_bandwidth_bytes_per_s
     return np.asarray(hw.interconnect_latency_s + ring, dtype=np.float64)
 

@@ -49,6 +49,11 @@ def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]
          "source": src("interconnect.bandwidth_GB_per_s")},
         {"field": "interconnect_latency_us", "value": hw.interconnect_latency_s * 1e6,
          "source": src("interconnect.latency_us")},
+        *({"field": f"allreduce_us_tp{tp} (smallest-largest message)",
+           "value": f"{points[0][1] * 1e6:g}-{points[-1][1] * 1e6:g} us at "
+                    f"{points[0][0]:,.0f}-{points[-1][0]:,.0f} B",
+           "source": src(f"interconnect.allreduce_us.tp{tp}[0][1]")}
+          for tp, points in hw.allreduce_s.items()),
         {"field": "pcie_GB_per_s", "value": hw.pcie_bandwidth_bytes_per_s / 1e9,
          "source": src("pcie.bandwidth_GB_per_s")},
     ]

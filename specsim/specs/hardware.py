@@ -151,6 +151,10 @@ class Hardware:
     # given, a datasheet profile's compute-bound kernels run at it instead of the transferred
     # flops efficiency (`expected_efficiency`). Empty: none measured.
     achievable_flops_per_s: Mapping[str, float] = field(default_factory=dict)
+    # Measured time of the serving engines' all-reduce (their custom one-kernel all-reduce)
+    # per TP degree: ((message bytes, seconds), ...) ascending in bytes. A TP degree without
+    # points is priced as latency + ring traffic over the link (`interconnect_latency_s`).
+    allreduce_s: Mapping[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     efficiency: Efficiency = field(default_factory=Efficiency)
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
@@ -246,6 +250,7 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
             pcie_bandwidth_bytes_per_s=pcie.number("bandwidth_GB_per_s", positive=True) * GB,
             sm_count=compute.integer("sm_count", 0),
             achievable_flops_per_s=_achievable(compute, dense),
+            allreduce_s=_allreduce(link.sub("allreduce_us", required=False)),
             efficiency=_efficiency(f.sub("efficiency", required=False)),
             sources=spec.sources,
             path=spec.path,
@@ -256,6 +261,37 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
         message = str(err)
         raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
             from None
+
+
+def _allreduce(block: Fields | None) -> dict[int, tuple[tuple[float, float], ...]]:
+    """`interconnect.allreduce_us`: per TP degree (keys tp2, tp4, ...) a list of [message
+    bytes, measured microseconds] pairs, at least two sizes each; seconds, ascending in bytes."""
+    if block is None:
+        return {}
+    out: dict[int, tuple[tuple[float, float], ...]] = {}
+    for key in block.keys():
+        degree = key.removeprefix("tp")
+        if not key.startswith("tp") or not degree.isdigit() or int(degree) < 2:
+            raise block.error(key, "must be tp<N> with N >= 2 GPUs (e.g. tp8)")
+        points = block.value(key)
+        if not isinstance(points, list) or len(points) < 2:
+            raise block.error(key, "must list at least two [message bytes, microseconds] pairs")
+        pairs = []
+        for point in points:
+            if not (isinstance(point, list) and len(point) == 2
+                    and all(_is_positive(x) for x in point)):
+                raise block.error(key, f"has {show(point)}: each point must be [message bytes, "
+                                  "microseconds], both positive numbers")
+            pairs.append((float(point[0]), float(point[1]) * US))
+        if len({size for size, _ in pairs}) < len(pairs):
+            raise block.error(key, "lists a message size twice")
+        out[int(degree)] = tuple(sorted(pairs))
+    return out
+
+
+def _is_positive(x: object) -> bool:
+    return (isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            and x > 0)
 
 
 def _achievable(compute: Fields, dense: Fields) -> dict[str, float]:

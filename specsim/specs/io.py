@@ -595,8 +595,8 @@ def _numbers(value: object) -> Iterator[tuple[str, object]]:
         yield "", value
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            if _is_number(item):
-                yield f"[{i}]", item
+            for index, number in _numbers(item):  # nested lists: e.g. [[bytes, us], ...]
+                yield f"[{i}]{index}", number
 
 
 def _check_source(source: object, dotted: str, path: Path) -> str:

@@ -381,11 +381,25 @@ def gemm_floor_extra_s(hw: Hardware, cost: PassCost) -> FloatArray:
     return extra
 
 
+LINK_CLASSES = ("communication", "all_to_all")
+
+
+def link_s(cost: PassCost) -> FloatArray:
+    """Seconds of a pass's collectives (all-reduce, all-to-all), (S,): measured link times,
+    which the GPU's HBM efficiency does not scale (`engine_kernel_s` leaves them out of the
+    division by `efficiency`)."""
+    return np.asarray(sum((c.total_time_s for c in cost.ops if c.op.op_class in LINK_CLASSES),
+                          np.zeros(cost.tokens.shape)), dtype=np.float64)
+
+
 def engine_kernel_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
     """Datasheet-kernel seconds of a pass as the engine's kernels run it: the roofline plus
     the GEMM floor, the quantized-GEMM term, the fused-MoE stack's fixed time per MoE layer,
-    and the expert GEMMs held to the per-expert floor, (S,)."""
-    kernel = cost.time_s + gemm_floor_extra_s(hw, cost) + quantized_extra_s(engine, hw, cost)
+    and the expert GEMMs held to the per-expert floor, (S,). The collectives are measured
+    link times: they are put in times the efficiency, so that achieved time (this divided by
+    `efficiency`) keeps them as measured."""
+    kernel = (cost.time_s + gemm_floor_extra_s(hw, cost) + quantized_extra_s(engine, hw, cost)
+              - link_s(cost) * (1.0 - efficiency(hw)))
     if engine.moe_layer_s > 0.0:
         kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s * efficiency(hw)
     if engine.moe_expert_floor_s > 0.0:

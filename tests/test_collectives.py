@@ -1,0 +1,98 @@
+"""The all-reduce of tensor parallelism: the engines' measured custom all-reduce per TP degree
+(hardware/*.yaml interconnect.allreduce_us), a ring over the link where a degree is not
+measured, and a measured link time kept out of the engines' HBM-efficiency division.
+
+Expected values are read off the published tables (SGLang PR #2904 for the H100, as copied into
+hardware/h100-sxm.yaml) and interpolated by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecError
+from specsim.forward.cost import collective_time_s, pass_cost
+from specsim.forward.shapes import uniform_passes
+from specsim.specs.engines import load_engine
+from specsim.specs.hardware import load_hardware
+from specsim.specs.models import load_model
+from specsim.speculation import engine_time
+
+
+def test_h100_all_reduce_is_the_measured_custom_all_reduce_per_tp_degree() -> None:
+    hw = load_hardware("h100-sxm")
+    sizes = np.array([512.0, 16384.0, 2 * 1048576.0, 100.0])
+    us = collective_time_s(sizes, hw, 8) * 1e6
+    # TP 8: 5.9 us at 512 B (measured); 16 KiB lies 12,288 / 28,672 of the way from 4 KiB
+    # (5.7 us) to 32 KiB (7.8 us); 2 MiB extends the last segment (22.1 -> 33.8 us over the
+    # 512 KiB to 1 MiB step) one more MiB: 33.8 + 2 x 11.7; below the smallest size: 5.9.
+    assert us == pytest.approx([5.9, 5.7 + 12288 / 28672 * 2.1, 33.8 + 2 * 11.7, 5.9])
+    # TP 2 and 4 are their own measurements, not TP 8's
+    assert collective_time_s(np.array([32768.0]), hw, 2)[0] * 1e6 == pytest.approx(4.5)
+    assert collective_time_s(np.array([32768.0]), hw, 4)[0] * 1e6 == pytest.approx(4.8)
+    # no all-reduce at TP 1
+    assert collective_time_s(np.array([32768.0]), hw, 1)[0] == 0.0
+
+
+def test_an_unmeasured_degree_is_a_ring_over_the_link() -> None:
+    """TP 16 on the H100 (none measured) and any degree on the A100 (no table): the NCCL
+    latency (16 us H100, 8 GPUs) + 2 (tp - 1) / tp x bytes / 450 GB/s."""
+    hw = load_hardware("h100-sxm")
+    got = collective_time_s(np.array([1e6]), hw, 16)[0]
+    assert got == pytest.approx(16e-6 + 2 * 15 / 16 * 1e6 / 450e9)
+    a100 = load_hardware("a100-80g-sxm")
+    assert not a100.allreduce_s
+    assert collective_time_s(np.array([0.0]), a100, 8)[0] == pytest.approx(
+        a100.interconnect_latency_s)
+
+
+def test_engines_keep_a_measured_link_time_out_of_the_kernel_efficiency() -> None:
+    """An engine divides kernel time by the GPU's expected efficiency (0.862 of bandwidth):
+    the all-reduces of a TP-2 step are measured times and come out as measured."""
+    engine, hw = load_engine("sglang"), load_hardware("h100-sxm")
+    model = load_model("llama-3.1-8b")
+    shape = uniform_passes(np.array(1.0), np.array([1.0]), 2048.0)
+    timed = engine_time.timing_hardware(engine, hw)
+    with_link = engine_time.achieved_pass_s(engine, hw, model, shape, tp=2)[0]
+    link = engine_time.link_s(pass_cost(model, timed, shape, tp=2))[0]
+    # 2 all-reduces per layer x 32 layers of one token's 4,096 bf16 activations (8,192 B),
+    # between 4 KiB (3.9 us) and 32 KiB (4.5 us) on TP 2: 3.9 + 4096 / 28672 x 0.6 us each
+    each = 3.9e-6 + 4096 / 28672 * 0.6e-6
+    # (the logits gather that closes the pass is a link time too, on the ring formula)
+    gather = [c for c in pass_cost(model, timed, shape, tp=2).ops
+              if c.op.name == "logits_gather"][0].total_time_s[0]
+    assert link == pytest.approx(64 * each + gather, rel=1e-6)
+    # the same pass with the link priced as HBM kernel time would be link / 0.862 longer
+    others = with_link - link
+    kernel = engine_time.kernel_pass_s(engine, hw, model, shape, tp=2)[0]
+    assert others * engine_time.efficiency(hw) == pytest.approx(
+        kernel - link * engine_time.efficiency(hw), rel=1e-9)
+
+
+def _profile(allreduce: object) -> dict[str, object]:
+    return {
+        "name": "Test GPU", "vendor": "test",
+        "memory": {"hbm_capacity_GB": 80, "hbm_bandwidth_GB_per_s": 3000, "source": "s"},
+        "compute": {"dense_TFLOPS": {"bf16": 900}, "source": "s"},
+        "interconnect": {"name": "link", "bandwidth_GB_per_s": 400, "latency_us": 10,
+                         "allreduce_us": allreduce, "source": "s"},
+        "pcie": {"bandwidth_GB_per_s": 64, "source": "s"},
+    }
+
+
+@pytest.mark.parametrize("allreduce, message", [
+    ({"tp1": [[512, 3.0], [4096, 4.0]]}, "allreduce_us.tp1' must be tp<N> with N >= 2"),
+    ({"eight": [[512, 3.0], [4096, 4.0]]}, "allreduce_us.eight' must be tp<N>"),
+    ({"tp8": [[512, 3.0]]}, "allreduce_us.tp8' must list at least two"),
+    ({"tp8": [[512, 3.0], [4096, -4.0]]}, "allreduce_us.tp8' has [4096, -4.0]"),
+    ({"tp8": [[512, 3.0], [512, 4.0]]}, "allreduce_us.tp8' lists a message size twice"),
+    ({"tp8": [[512, 3.0], [4096]]}, "each point must be [message bytes, microseconds]"),
+])
+def test_a_bad_all_reduce_table_names_file_and_field(write_yaml: Any, allreduce: object,
+                                                      message: str) -> None:
+    path = write_yaml("gpu.yaml", _profile(allreduce))
+    with pytest.raises(SpecError, match=r"gpu\.yaml") as err:
+        load_hardware(str(path))
+    assert message in str(err.value)
