@@ -232,7 +232,7 @@ def calibrate(
     from specsim.measurement.calibrate import calibrate as fit
     from specsim.measurement.device_match import WorseThanDatasheet, fitted_efficiency
     from specsim.measurement.plausibility import ImplausibleCalibration, percent_text
-    from specsim.measurement.tables import measured_hardware
+    from specsim.measurement.tables import l2_statement, measured_hardware
     from specsim.specs.hardware import load_hardware
     from specsim.specs.io import read_yaml
     from specsim.specs.outputs import PLOT_SUFFIXES, check_writable, write_yaml
@@ -247,7 +247,8 @@ def calibrate(
         raise SpecError("options --out, --predictions and --plot must name different files")
     slug, vidur_device = measured_hardware(profile_path, fmt, hardware=hardware, device=device)
     hw = load_hardware(slug)
-    points, measured_on = _measurements(profile_path, fmt, vidur_device)
+    points, metadata = _measurements(profile_path, fmt, vidur_device)
+    measured_on = metadata.get("device", "")
     if model is not None:
         from specsim.measurement.profile_csv import check_profile_matches_model
 
@@ -272,8 +273,9 @@ def calibrate(
     summary = ", ".join(f"{k} {percent_text(v)}" for k, v in held.items())
     data = "Vidur's public profiling tables (github.com/microsoft/vidur, data/profiling)" \
         if fmt == "vidur" else f"profile {profile_path}"
+    cache = l2_statement(points, fmt, metadata)
     source = (f"specsim calibrate on {data}: {len(points)} points, {split_rule}; "
-              f"held-out MAPE: {summary}")
+              f"held-out MAPE: {summary}; {cache}")
     if result.hardware.efficiency.attention_kernels is None:
         source += ("; attention NOT calibrated (no attention kernels measured, or too few): "
                    "attention takes the roofline with the fractions above"
@@ -300,19 +302,18 @@ def calibrate(
         note(f"warning: {profile_path}: implausible, written because of --accept-implausible: "
              f"{problem}")
     setup = (f"setup: calibrate {profile_path} ({fmt}) against the {hw.name} datasheet; "
-             f"{len(points):,} points, {split_rule}")
+             f"{len(points):,} points, {split_rule}; {cache}")
     _report(result, out, as_json, setup=setup, fitted=fitted)
 
 
-def _measurements(path: Path, fmt: str, vidur_device: str) -> tuple[Any, str]:
-    """The tidy measurements and the device a specsim profile says it ran on ('' for Vidur,
-    whose device folder already chose the hardware)."""
+def _measurements(path: Path, fmt: str, vidur_device: str) -> tuple[Any, dict[str, str]]:
+    """The tidy measurements and a specsim profile's metadata (its `device` is the GPU it ran
+    on; none for Vidur, whose device folder already chose the hardware)."""
     from specsim.measurement.tables import from_specsim, read_measurements
 
     if fmt != "specsim" or not path.is_file():
-        return read_measurements(path, fmt, device=vidur_device), ""
-    points, meta = from_specsim(path)
-    return points, meta.get("device", "")
+        return read_measurements(path, fmt, device=vidur_device), {}
+    return from_specsim(path)
 
 
 def _prediction_rows(points: Any) -> Any:

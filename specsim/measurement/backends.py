@@ -30,6 +30,9 @@ FloatArray = NDArray[np.float64]
 # CPU backends refuse points whose tensors need more host memory than this.
 HOST_MAX_BYTES = 8e9
 _FLUSH_FALLBACK_BYTES = 256_000_000
+# Profile metadata key saying whether (and how) the L2 was flushed between timed runs: a weight
+# shard left in the L2 by the previous run would time the L2, not HBM (issue 24).
+L2_FLUSH_KEY = "l2_flushed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,7 +284,11 @@ class TorchBackend:
         out = {"torch_version": str(torch.__version__),
                "cuda_version": str(torch.version.cuda or "none"), "numpy_version": np.__version__}
         clocks = gpu_clocks(self.device.index or 0) if self.cuda else ""
-        return {**out, "gpu_clocks": clocks} if clocks else out
+        out = {**out, "gpu_clocks": clocks} if clocks else out
+        if self._flush is not None:  # calibrate reports it (tables.l2_statement)
+            out[L2_FLUSH_KEY] = (f"yes: {self._flush.numel():,} bytes zeroed before every "
+                                 "timed run")
+        return out
 
     def notes(self) -> dict[str, str]:
         return dict(self._notes)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError, parameter_error
+from specsim.measurement.backends import L2_FLUSH_KEY
 from specsim.measurement.calibrate import MEASUREMENT_COLUMNS
 from specsim.measurement.profile_csv import read_profile
 from specsim.measurement.vidur import (
@@ -23,12 +24,45 @@ from specsim.measurement.vidur import (
     vidur_target,
 )
 from specsim.specs.defaults import DEFAULT_HARDWARE
+from specsim.specs.dtypes import BYTES_PER_PARAM
 
 FORMATS = ("specsim", "vidur")
 VIDUR_ATTENTION = "attention_a100_llama70b_tp2.csv"
 # Vidur measured in fp16 (its README); the attention table has the Llama-2/3-70B shape.
 VIDUR_DTYPE = "fp16"
 VIDUR_ATTENTION_MODEL = "llama-70b-shape (attention table)"
+
+
+# Whether each source flushed the L2 between timed repeats of a kernel: a weight shard that
+# stays in the L2 when a profiler repeats the same GEMM is timed at L2, not HBM, speed.
+# Vidur's MLP profiler (github.com/microsoft/vidur, vidur/profiling/mlp/mlp_impl.py and
+# mlp_wrapper.py at commit 7d47513): GPTModel runs one transformer block num_repeat_steps = 20
+# times back to back in one forward (record_function timing sums each op's kernels from a
+# torch profiler trace), with no flush; between two runs of one GEMM the block's other weight
+# GEMMs stream their shards through the L2.
+VIDUR_L2 = ("not flushed between repeats (Vidur's MLP profiler runs one transformer block 20 "
+            "times back to back, vidur/profiling/mlp); a GEMM's weights are read again after "
+            "the block's other weight GEMMs")
+
+
+def l2_statement(points: pd.DataFrame, fmt: str, metadata: dict[str, str] | None = None
+                 ) -> str:
+    """Whether the source flushed the L2 between repeats, and for Vidur's tables the fewest
+    weight bytes one repeat of a block streams (its four weight shards: the smallest block of
+    the table), which a shard would have to outlast in the L2 to be timed there."""
+    if fmt != "vidur":
+        flushed = (metadata or {}).get(L2_FLUSH_KEY, "")
+        return f"L2 {flushed}" if flushed else \
+            "L2 flush between runs: not stated by the profile"
+    gemm = points[points["op_class"] == "gemm"].drop_duplicates(["model", "tp", "op"])
+    if gemm.empty:
+        return f"L2 {VIDUR_L2}"
+    per_block = (gemm["k"] * gemm["n"] * BYTES_PER_PARAM[VIDUR_DTYPE]).groupby(
+        [gemm["model"], gemm["tp"]]).sum()
+    i = int(np.argmin(per_block.to_numpy()))
+    model, tp = (str(v) for v in per_block.index[i])
+    return (f"L2 {VIDUR_L2}: at least {float(per_block.iloc[i]) / 1e6:,.1f} MB per repeat "
+            f"({model}, TP {tp})")
 
 
 def from_specsim(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
