@@ -96,3 +96,24 @@ def test_a_bad_all_reduce_table_names_file_and_field(write_yaml: Any, allreduce:
     with pytest.raises(SpecError, match=r"gpu\.yaml") as err:
         load_hardware(str(path))
     assert message in str(err.value)
+
+
+def test_sglang_runs_a_quantization_kernel_before_each_fp8_dense_gemm() -> None:
+    """SGLang 0.5.23 quantizes a W8A8 GEMM's activations in a kernel of its own (engines/
+    sglang.yaml quant_kernels_per_gemm); vLLM 0.33's compile passes fuse it (0). DeepSeek-V3
+    (61 layers, the first 3 dense, 58 with one shared expert) counted by hand: 4 fp8 GEMMs of
+    MLA per layer (q_a/kv_a down, q up, the absorbed k/v up, o) = 244, the shared expert's 2 x
+    58 = 116, the dense MLP's 2 x 3 = 6: 366; the router, LM head and the experts (inside the
+    fused-MoE kernels) take none. Llama-3.1-8B served in fp8: 4 x 32 = 128; bf16, int4 (Marlin
+    dequantizes inside the GEMM) and mxfp4 take none."""
+    sglang, vllm = load_engine("sglang"), load_engine("vllm")
+    deepseek, llama = load_model("deepseek-v3"), load_model("llama-3.1-8b")
+    extra = engine_time.model_kernels(sglang, deepseek) - engine_time.model_kernels(
+        sglang, deepseek, "bf16")
+    assert extra == 366
+    assert engine_time.model_kernels(vllm, deepseek) == engine_time.model_kernels(
+        vllm, deepseek, "bf16")
+    assert engine_time.model_kernels(sglang, llama, "fp8") - engine_time.model_kernels(
+        sglang, llama) == 128
+    assert engine_time.quantized_gemms(llama, "int4") == 0
+    assert engine_time.quantized_gemms(load_model("gpt-oss-120b")) == 0

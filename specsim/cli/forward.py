@@ -73,7 +73,7 @@ def roofline(
         gpu = engine_time.achieved_pass_s(eng, hw, target, shape, tp=tp, precision=prec, ep=ep)
         step = engine_time.round_time(eng, target, None, batch=cost.tokens / queries,
                                       step_gpu_s=gpu, verify_gpu_s=gpu, draft_gpu_s=0.0,
-                                      passes=0.0).step_s
+                                      passes=0.0, weight_dtype=prec.weight_dtype).step_s
         for row, seconds in zip(rows, step, strict=True):
             row["engine_ms"] = float(seconds * 1e3)
     header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec, ep=ep,

@@ -74,13 +74,14 @@ class RoundParts:
     verify_s: float
     draft_s: float
     passes: float
+    weight_dtype: str = ""  # the target's weights as the row served them ("": its own)
 
     def times(self, terms: dict[str, float]) -> tuple[float, float]:
         """(plain decoding step, speculative round) in seconds with these engine terms."""
         rt = engine_time.round_time(
             _with_terms(self.engine, terms), self.target, self.drafter, batch=self.batch,
             step_gpu_s=self.baseline_s, verify_gpu_s=self.verify_s, draft_gpu_s=self.draft_s,
-            passes=self.passes)
+            passes=self.passes, weight_dtype=self.weight_dtype)
         return float(rt.step_s), float(rt.round_s)
 
 
@@ -109,7 +110,8 @@ class PartsTimer:
                                  dict[str, np.ndarray]]] = []
         for engine, places in by_engine:
             members = [self.parts[i] for i in places]
-            counts = [engine_time.op_counts(engine, p.target, p.drafter) for p in members]
+            counts = [engine_time.op_counts(engine, p.target, p.drafter, p.weight_dtype)
+                      for p in members]
             columns = {name: np.array([getattr(c, name) for c in counts], dtype=np.float64)
                        for name in ("target", "drafter", "round", "loop")}
             self._groups.append((engine, np.array(places), engine_time.OpCounts(**columns), {
@@ -352,7 +354,8 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     return RoundParts(
         engine=engine.with_spec_overlap(row.spec_overlap), target=setup.target,
         drafter=setup.drafter, batch=float(row.batch), baseline_s=baseline, verify_s=verify,
-        draft_s=float(table.draft_s[0, 0]), passes=passes)
+        draft_s=float(table.draft_s[0, 0]), passes=passes,
+        weight_dtype=setup.precision.weight_dtype)
 
 
 # A published row names built-in specs only (published.py checks), and the samples of one

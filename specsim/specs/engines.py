@@ -22,6 +22,9 @@ The terms (under `priors:`, SI units):
     mla_extra_kernels_per_layer  extra kernels of an MLA attention block (absorbed decode) over
                            a GQA one; qk_norm_kernels_per_layer: of a model's q/k RMSNorms;
                            shared_expert_kernels_per_layer: of an MoE layer's shared experts
+    quant_kernels_per_gemm  kernels that quantize a dense GEMM's activations to the weights'
+                           dtype (fp8 / int8 weights) before it, per such GEMM and layer, where
+                           the engine does not fuse them into the preceding kernel
     kernel_s               GPU seconds each kernel of a CUDA-graph pass costs beyond its
                            roofline work (the graph's launch of the node, the kernel's ramp-up
                            and tail), so a pass's fixed time grows with its layers and kernels
@@ -81,7 +84,8 @@ FITTABLE = {"eager": ("op_host_s", "round_s"),
 
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
          "mlp_kernels_per_layer", "mla_extra_kernels_per_layer", "qk_norm_kernels_per_layer",
-         "shared_expert_kernels_per_layer", "kernel_s", "per_pass_s", "per_request_s",
+         "shared_expert_kernels_per_layer", "quant_kernels_per_gemm", "kernel_s", "per_pass_s",
+         "per_request_s",
          "drafter_pass_s", "round_s", "moe_layer_s", "moe_expert_floor_s", "round_request_s")
 WEIGHT_DTYPES = ("fp8", "int4", "mxfp4")
 OP_KINDS = ("pass", "head", "round", "loop")
@@ -144,6 +148,7 @@ class Engine:
     mla_extra_kernels_per_layer: float = 0.0
     qk_norm_kernels_per_layer: float = 0.0
     shared_expert_kernels_per_layer: float = 0.0
+    quant_kernels_per_gemm: float = 0.0
     kernel_s: float = 0.0
     drafter_ops: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     per_pass_s: float = 0.0

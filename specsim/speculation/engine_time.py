@@ -51,7 +51,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.forward.cost import PassCost, pass_cost
-from specsim.forward.shapes import FloatArray, PassShape
+from specsim.forward.ops import pass_work
+from specsim.forward.shapes import FloatArray, PassShape, uniform_passes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine
@@ -62,8 +63,30 @@ from specsim.specs.transferred import TRANSFERRED_GEMM
 NO_DRAFTER = "none"  # the drafter_ops family of drafting without a model (prompt lookup)
 
 
-def model_kernels(engine: Engine, model: Model) -> float:
-    """Eager ops (a CUDA-graph engine: kernels) one forward pass of `model` issues."""
+# Weight dtypes whose GEMMs take activations quantized to the same dtype (W8A8): the engine
+# runs a quantization kernel before each unless it fuses it (quant_kernels_per_gemm). Weight-
+# only formats (int4 Marlin, mxfp4) dequantize inside the GEMM.
+ACTIVATION_QUANT_DTYPES = ("fp8", "int8")
+# GEMMs an FP8 checkpoint keeps in the activation dtype (the router gate, the LM head) or
+# whose quantization is inside the fused-MoE kernels moe_layer_s times (the experts).
+UNQUANTIZED_GEMMS = ("router", "lm_head", "experts_up", "experts_down")
+
+
+def quantized_gemms(model: Model, weight_dtype: str = "") -> float:
+    """Dense weight-GEMM kernels of one pass of `model` whose activations are quantized first
+    (fp8 / int8 weights; `weight_dtype` "" = the model's own): every such GEMM op's layers."""
+    ops = pass_work(model, uniform_passes(np.array(1.0), np.array([1.0]), 1.0),
+                    precision=Precision(weight_dtype=weight_dtype))
+    return float(sum(op.layers for op in ops if op.op_class == "gemm"
+                     and op.name not in UNQUANTIZED_GEMMS
+                     and op.weight_dtype in ACTIVATION_QUANT_DTYPES))
+
+
+def model_kernels(engine: Engine, model: Model, weight_dtype: str = "") -> float:
+    """Eager ops (a CUDA-graph engine: kernels) one forward pass of `model` issues (with its
+    weights in `weight_dtype`; "" = the model's own)."""
+    quant = (engine.quant_kernels_per_gemm * quantized_gemms(model, weight_dtype)
+             if engine.quant_kernels_per_gemm else 0.0)
     moe = model.moe
     shared = model.num_moe_layers if moe is not None and moe.num_shared_experts else 0
     return (model.num_layers * engine.kernels_per_layer
@@ -73,7 +96,7 @@ def model_kernels(engine: Engine, model: Model) -> float:
             + (model.num_layers if model.mla is not None else 0)
             * engine.mla_extra_kernels_per_layer
             + (model.num_layers if model.qk_norm else 0) * engine.qk_norm_kernels_per_layer
-            + engine.kernels_per_pass)
+            + engine.kernels_per_pass + quant)
 
 
 def drafter_kernels(engine: Engine, drafter: Drafter | None) -> float:
@@ -271,24 +294,29 @@ class OpCounts:
     loop: float | FloatArray  # share of the engine's round_s a round pays: `loop_share`
 
 
-def op_counts(engine: Engine, target: Model, drafter: Drafter | None) -> OpCounts:
-    """The `OpCounts` of a target and drafter on an engine."""
-    return OpCounts(target=model_kernels(engine, target),
+def op_counts(engine: Engine, target: Model, drafter: Drafter | None,
+              weight_dtype: str = "") -> OpCounts:
+    """The `OpCounts` of a target (weights in `weight_dtype`, "" its own) and drafter on an
+    engine."""
+    return OpCounts(target=model_kernels(engine, target, weight_dtype),
                     drafter=drafter_kernels(engine, drafter),
                     round=round_kernels(engine, drafter), loop=loop_share(engine, drafter))
 
 
 def round_time(engine: Engine, target: Model, drafter: Drafter | None, *, batch: ArrayLike,
                step_gpu_s: ArrayLike, verify_gpu_s: ArrayLike, draft_gpu_s: ArrayLike,
-               passes: ArrayLike) -> RoundTime:
+               passes: ArrayLike, weight_dtype: str = "") -> RoundTime:
     """The one round-time formula (module docstring): the engine's host and launch terms
     around a round's achieved kernel seconds (datasheet-kernel seconds / `efficiency`).
 
     batch: requests per round; step_gpu_s, verify_gpu_s, draft_gpu_s: achieved seconds of a
     plain decoding step's kernels, of the verification pass's and of all the round's drafter
     passes'; passes: sequential drafter passes per round (0: no drafting). All broadcast.
+    weight_dtype: the target's weights as served ("" = its own), for the kernels that
+    quantize activations before its W8A8 GEMMs.
     """
-    return counted_round_time(engine, op_counts(engine, target, drafter), batch=batch,
+    return counted_round_time(engine, op_counts(engine, target, drafter, weight_dtype),
+                              batch=batch,
                               step_gpu_s=step_gpu_s, verify_gpu_s=verify_gpu_s,
                               draft_gpu_s=draft_gpu_s, passes=passes)
 

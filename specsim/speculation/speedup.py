@@ -342,7 +342,7 @@ def _round_time(setup: Setup, engine: Engine, batch: FloatArray, baseline: Float
     return engine_time.round_time(
         engine, setup.target, setup.drafter, batch=batch[:, None],
         step_gpu_s=baseline[:, None] / e, verify_gpu_s=verify / e, draft_gpu_s=draft / e,
-        passes=passes.reshape(draft.shape))
+        passes=passes.reshape(draft.shape), weight_dtype=setup.precision.weight_dtype)
 
 
 def _fits(setup: Setup, batch: FloatArray, contexts: FloatArray) -> BoolArray:
