@@ -2,8 +2,9 @@
 
 Train on Llama-2-7B's rows, predict every other model's per-layer weight-GEMM time (the sum
 of its four GEMMs at each token count and TP degree), and print the mean absolute percentage
-error of three models of T(n): the datasheet roofline, a three-parameter fit (effective
-bandwidth, effective flops, a floor) and specsim's calibrated GEMM model. Writes
+error (per held-out model, pooled, and per token region for the held-out models and the
+training model itself) of three models of T(n): the datasheet roofline, a three-parameter
+fit (effective bandwidth, effective flops, a floor) and specsim's calibrated GEMM model. Writes
 reports/calibration-a100.png (measured vs datasheet vs calibrated).
 
 Usage: python benchmarks/calibration_table.py [VIDUR_DIR]   (default ../shared/data/vidur_profiles)
@@ -73,12 +74,14 @@ def main() -> None:
                    pooled.values()]
         print(f"| {device} | **all held-out models** | {all_err[0]:.1f} | {all_err[1]:.1f} | "
               f"**{all_err[2]:.1f}** |")
-        held = sums[sums["model"] != TRAIN]
-        for name, low, high in REGIONS:
-            part = held[(held["m"] > low) & (held["m"] <= high)]
-            print(f"| {device} | held-out, {name} | {mape(part['time_s'], part['datasheet_s']):.1f}"
-                  f" | {mape(part['time_s'], part['three_s']):.1f} | "
-                  f"{mape(part['time_s'], part['predicted_s']):.1f} |")
+        for who, rows in (("held-out", sums[sums["model"] != TRAIN]),
+                          ("training model", sums[sums["model"] == TRAIN])):
+            for name, low, high in REGIONS:
+                part = rows[(rows["m"] > low) & (rows["m"] <= high)]
+                print(f"| {device} | {who}, {name} | "
+                      f"{mape(part['time_s'], part['datasheet_s']):.1f} | "
+                      f"{mape(part['time_s'], part['three_s']):.1f} | "
+                      f"{mape(part['time_s'], part['predicted_s']):.1f} |")
         eff = result.hardware.efficiency.gemm
         fitted[device] = result
         print(f"<!-- {device}: bandwidth {eff.bandwidth:.3f}, flops {eff.flops:.3f}, floor "
