@@ -42,6 +42,8 @@ def test_every_family_has_a_complete_record(name: str) -> None:
         value = getattr(record, field.name)
         if field.name in RULES:
             assert value in get_args(RULES[field.name]), field.name
+        elif field.name == "other_caches":  # more cache kinds a spec may choose
+            assert all(c in get_args(Cache) and c != record.cache for c in value)
         elif field.name == "config_hints":
             # an importable family is recognisable from its config, and only then has hints
             assert bool(value) == (record.config_reader != "none"), field.name
@@ -66,7 +68,7 @@ def test_every_built_in_drafter_is_timed_by_its_familys_rule() -> None:
         drafter = load_drafter(slug)
         assert drafter.family in FAMILIES
         t = draft_time_s(drafter, hw, round_shape(batch=[1, 8], depth=[0, 2], nodes=[0, 2],
-                                                  accepted=1.0))
+                                                  accepted=1.0, context=1024))
         assert t[0] == 0.0 and 0.0 < t[1] < 0.1, slug
 
 

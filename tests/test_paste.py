@@ -35,8 +35,10 @@ from specsim.speculation.setup import load_setup
 REPO = Path(__file__).resolve().parent.parent
 BASH = shutil.which("bash")
 # Built-in drafters whose family neither vLLM 0.33.0 nor SGLang 0.5.23 runs (Medusa, DEdit,
-# HSpec: no method in either engine's release).
-NO_ENGINE = {"medusa-vicuna-7b", "dedit-qwen3-4b", "hspec-qwen3-8b"}
+# HSpec, LayerSkip, MagicDec and QuantSpec self-speculation: no method in either engine's
+# release).
+NO_ENGINE = {"medusa-vicuna-7b", "dedit-qwen3-4b", "hspec-qwen3-8b", "layerskip-llama-2-7b",
+             "magicdec-llama-2-7b-32k", "magicdec-llama-3.1-8b", "quantspec-llama-2-7b-32k"}
 pytestmark = pytest.mark.skipif(BASH is None, reason="needs bash to paste commands into")
 
 # The stub writes its argument count, its name and its arguments, each NUL-terminated (an
@@ -72,7 +74,7 @@ class Shell:
         self.root = root
         self.bin = root / "bin"
         self.bin.mkdir()
-        for name in ("vllm", "python"):
+        for name in ("vllm", "python", "trtllm-serve"):
             stub = self.bin / name
             stub.write_text(STUB.format(bash=BASH, name=name))
             stub.chmod(0o755)
@@ -127,6 +129,17 @@ def _check_command(shell: Shell, c: EngineCommand, target: str, checkpoint: str,
         config = json.loads(argv[argv.index("--speculative-config") + 1])
         if "model" in config:
             assert config["model"] == checkpoint
+    elif c.engine == "trtllm":
+        assert argv[:2] == ["trtllm-serve", target]
+        if not c.files:  # a plain server: no extra options
+            assert not speculative
+            return
+        ((name, text),) = c.files
+        assert argv[argv.index("--extra_llm_api_options") + 1] == name
+        spec = yaml.safe_load(text).get("speculative_config")
+        assert spec is None or speculative
+        if spec is not None and "speculative_model" in spec:
+            assert spec["speculative_model"] == checkpoint
     else:
         assert argv[:5] == ["python", "-m", "sglang.launch_server", "--model-path", target]
         if "--speculative-draft-model-path" in argv:
@@ -179,7 +192,7 @@ def test_ordinary_ids_are_not_quoted() -> None:
 
 @pytest.mark.parametrize("slug", builtin_names("drafters"))
 def test_every_builtin_drafters_commands_paste_exactly(shell: Shell, slug: str) -> None:
-    emitted = 0
+    emitted = speculative = 0
     for tp, engine in ((1, "roofline"), (2, "sglang:sync"), (8, "vllm")):
         try:
             setup, profile = load_setup(hardware="h200", drafter=slug, tp=tp, engine=engine)
@@ -194,14 +207,17 @@ def test_every_builtin_drafters_commands_paste_exactly(shell: Shell, slug: str) 
                 assert not c.argv and c.reason and "\n" not in c.reason
                 continue
             emitted += 1
+            speculative += any("speculative" in a for a in c.argv)
             _check_command(shell, c, target, drafter.checkpoint)
-            assert ("--tensor-parallel-size" in c.argv or "--tp-size" in c.argv) == (tp > 1)
+            assert ("--tensor-parallel-size" in c.argv or "--tp-size" in c.argv
+                    or "--tp_size" in c.argv) == (tp > 1)
             if c.engine == "sglang" and engine.endswith(":sync"):
                 # what was timed: speculative rounds without the overlap; a range where
                 # speculation does not pay gets the plain server, which overlaps either way
-                speculative = any(a.startswith("--speculative") for a in c.argv)
-                assert ("--disable-overlap-schedule" in c.argv) == speculative
-    assert (emitted > 0) == (slug not in NO_ENGINE)
+                assert ("--disable-overlap-schedule" in c.argv) == any(
+                    a.startswith("--speculative") for a in c.argv)
+    # a drafter no engine runs never gets a speculative command (a plain answer still does)
+    assert emitted > 0 if slug not in NO_ENGINE else speculative == 0
 
 
 def _plan(drafter: str, model: str) -> object:
@@ -226,15 +242,18 @@ def test_every_builtin_drafters_plan_commands_paste_exactly(shell: Shell, slug: 
     # the fastest setting per user, and the most throughput at 80% of that speed
     picks = [fastest, best_setting(tables, min_tokens_per_s_per_user=0.8
                                    * fastest.tokens_per_s_per_user)]
-    emitted = 0
+    emitted = speculative = 0
     for s in picks:
         assert s is not None
         for c in setting_commands(plan, s):  # type: ignore[arg-type]
             emitted += 1
+            speculative += s.nodes > 0
             _check_command(shell, c, target, drafter.checkpoint, speculative=s.nodes > 0)
-            flag = "--max-num-seqs" if c.engine == "vllm" else "--max-running-requests"
+            flag = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests",
+                    "trtllm": "--max_batch_size"}[c.engine]
             assert list(c.argv[-2:]) == [flag, str(s.batch)]
-    assert (emitted > 0) == (slug not in NO_ENGINE)
+    # a drafter no engine runs never gets a speculative command (a plain answer still does)
+    assert emitted > 0 if slug not in NO_ENGINE else speculative == 0
     # the report's block of engine commands, pasted whole: its comments run nothing
     parts = {d.name: d for d in plan.drafters}  # type: ignore[attr-defined]
     for name, text in command_lines(plan):  # type: ignore[arg-type]
@@ -266,7 +285,7 @@ def test_a_local_checkpoint_path_is_quoted_in_every_command(tmp_path: Path,
     setup, profile = load_setup(drafter=str(path))
     rec = recommend(setup, profile, [1, 8])
     commands = [c for c in engine_commands(rec, setup) if c.command is not None]
-    assert {c.engine for c in commands} == {"vllm", "sglang"}
+    assert {c.engine for c in commands} == {"vllm", "sglang", "trtllm"}
     for c in commands:
         _check_command(shell, c, "meta-llama/Llama-3.1-8B-Instruct", ODD_CHECKPOINT)
     plan = _plan(str(path), "llama-3.1-8b")
@@ -287,14 +306,17 @@ def test_recommends_printed_commands_paste_exactly(tmp_path: Path, shell: Shell)
         setup, profile = load_setup(drafter=drafter)
         wanted = {c.engine: list(c.argv)
                   for c in engine_commands(recommend(setup, profile, [1, 8]), setup)}
-        printed = {"vllm" if line.startswith("vLLM ") else "sglang": line.split(": ", 1)[1]
+        engines = {"vLLM ": "vllm", "SGLang ": "sglang", "TensorRT-LLM ": "trtllm"}
+        printed = {engines[line.split(" ", 1)[0] + " "]: line.split(": ", 1)[1]
                    for line in result.stdout.splitlines()
-                   if line.startswith(("vLLM ", "SGLang "))}
-        assert set(printed) == {"vllm", "sglang"}
+                   if line.startswith(tuple(engines))}
+        assert set(printed) == {"vllm", "sglang", "trtllm"}
         for engine, line in printed.items():
             assert shell.paste(line) == [wanted[engine]]
             assert wanted[engine][:3] in (["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"],
-                                          ["python", "-m", "sglang.launch_server"])
+                                          ["python", "-m", "sglang.launch_server"],
+                                          ["trtllm-serve", "meta-llama/Llama-3.1-8B-Instruct",
+                                           "--extra_llm_api_options"])
 
 
 @pytest.mark.parametrize("word", HOSTILE)
@@ -313,7 +335,7 @@ def test_hostile_ids_built_in_code_still_paste_exactly(shell: Shell, word: str) 
                                   target=target)
         rec = recommend(odd, profile, [1])
         commands = [c for c in engine_commands(rec, odd) if c.command is not None]
-        assert len(commands) == 2
+        assert len(commands) == 3
         for c in commands:
             _check_command(shell, c, trained_for or hf_id, f"./{word}")
 

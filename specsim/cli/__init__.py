@@ -17,6 +17,7 @@ from specsim.cli import (  # noqa: F401  (registers)
     bench,
     distributions,
     forward,
+    long_context,
     measurement,
     plan,
     specs,

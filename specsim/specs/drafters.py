@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+import numpy as np
+import numpy.typing as npt
+from numpy.typing import ArrayLike
+
 from specsim.errors import SpecError
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.cache import (
@@ -27,10 +31,22 @@ from specsim.specs.names import read_checkpoint, read_display_name, read_hub_id
 from specsim.specs.params import weight_bytes as model_weight_bytes
 from specsim.specs.workloads import acceptance_profile
 
-Cache = Literal["own_layers", "model", "none"]
-RoundCost = Literal["autoregressive", "parallel", "target_heads"]
+# What a drafter keeps per request (its memory) and reads each pass (docs/drafters.md):
+# own_layers: K/V of its own layers for the whole context (EAGLE, DFlash); own_window: its own
+# K/V for the last `cache_window` tokens only (LongSpec's sliding window); model: a separate
+# small LLM's full cache; none: nothing that grows with the context; target: nothing of its
+# own, it reads the target's K/V in place (through `cache_window` if given: self-speculation,
+# GliDe, Gemma 4's MTP assistant); state: a fixed-size recurrent state of `state_elems` per
+# layer (ReDrafter, Mamba drafters, OWL); sparse_copy: a copy of `cache_budget` tokens of the
+# target's cache (MagicDec's StreamingLLM draft, TriForce); quantized_copy: a copy of the
+# target's cache at `cache_dtype` (QuantSpec), within `cache_budget` tokens if given.
+Cache = Literal["own_layers", "own_window", "model", "none", "target", "state", "sparse_copy",
+                "quantized_copy"]
+WINDOWED: tuple[Cache, ...] = ("own_window", "target")  # kinds a `cache_window` applies to
+RoundCost = Literal["autoregressive", "parallel", "target_heads", "lookup"]
 BlockRule = Literal["none", "trained", "depth"]
 DraftLimitRule = Literal["none", "block", "heads"]
+FloatArray = npt.NDArray[np.float64]
 # How a published checkpoint's config.json becomes a drafter spec (`specs.drafter_import`).
 ConfigReader = Literal["none", "llama_layer", "llama_layer_draft_vocab", "block", "target_modules"]
 
@@ -46,7 +62,12 @@ class Family:
     block: positions per request one parallel pass covers, "trained" (the fixed trained block),
     "depth" (min(depth + 1, block), P-EAGLE) or "none" (no block). draft_limit: most draft
     tokens per round, "block" (block - 1), "heads" (Medusa's number of heads) or "none".
-    target_shaped_layers: its layers have the target's own layout (MTP).
+    target_shaped_layers: its layers have the target's own layout (MTP, self-speculation).
+    other_caches: cache kinds a spec of the family may choose (`cache:`) besides `cache`, its
+    default; any other is refused. is_target: it drafts with the target's own layers and
+    weights (self-speculation), adding no weights of its own. reads_target_kv: besides its
+    own cache, every pass cross-attends to the target's K/V of the whole context, in place
+    (GliDe, LongSpec).
     config_reader: how `drafters import` reads a published checkpoint's config.json ("none":
     not importable); config_hints: lower-case substrings of its `architectures` entry, or
     config keys, that identify the family (the longest matching hint wins).
@@ -60,12 +81,17 @@ class Family:
     block: BlockRule
     draft_limit: DraftLimitRule
     target_shaped_layers: bool = False
+    other_caches: tuple[Cache, ...] = ()
+    reads_target_kv: bool = False
+    is_target: bool = False
     config_reader: ConfigReader = "none"
     config_hints: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        rules = ((self.cache, Cache), (self.round_cost, RoundCost), (self.block, BlockRule),
-                 (self.draft_limit, DraftLimitRule), (self.config_reader, ConfigReader))
+        rules: list[tuple[str, object]] = [
+            (self.cache, Cache), (self.round_cost, RoundCost), (self.block, BlockRule),
+            (self.draft_limit, DraftLimitRule), (self.config_reader, ConfigReader)]
+        rules += [(c, Cache) for c in self.other_caches]
         for value, rule in rules:
             if value not in get_args(rule):
                 raise SpecError(f"drafter family: {value!r} is not one of {get_args(rule)}")
@@ -104,6 +130,33 @@ FAMILIES: dict[str, Family] = {
                     block="trained", draft_limit="block"),
     "hspec": Family(parallel=True, cache="none", round_cost="parallel",
                     block="trained", draft_limit="block"),
+    # Drafting with the target's own first layers (LayerSkip's early exit, Draft & Verify's
+    # skipped layers): its layers are the target's, its cache is the target's.
+    "self_spec": Family(parallel=False, cache="target", round_cost="autoregressive",
+                        block="none", draft_limit="none", target_shaped_layers=True,
+                        is_target=True),
+    # A small drafter cross-attending to the target's cache in place (GliDe, Gemma 4's MTP
+    # assistant), or with its own sliding window beside it (LongSpec).
+    "cross_attention": Family(parallel=False, cache="target", round_cost="autoregressive",
+                              block="none", draft_limit="none", other_caches=("own_window",),
+                              reads_target_kv=True),
+    # An RNN, LSTM or state-space drafter: a fixed-size state (ReDrafter, Mamba, OWL).
+    "recurrent": Family(parallel=False, cache="state", round_cost="autoregressive",
+                        block="none", draft_limit="none"),
+    # The target drafting over a sparse copy of its cache (MagicDec, TriForce).
+    "sparse_self_spec": Family(parallel=False, cache="sparse_copy", round_cost="autoregressive",
+                               block="none", draft_limit="none", target_shaped_layers=True,
+                               is_target=True),
+    # The target drafting over a quantized copy of its cache (QuantSpec).
+    "quantized_self_spec": Family(parallel=False, cache="quantized_copy",
+                                  round_cost="autoregressive", block="none", draft_limit="none",
+                                  target_shaped_layers=True),
+    # Drafting by string matching, no model: n-grams of the prompt and output (prompt lookup)
+    # or a suffix tree over earlier outputs (suffix decoding).
+    "ngram": Family(parallel=True, cache="none", round_cost="lookup", block="none",
+                    draft_limit="none"),
+    "suffix": Family(parallel=True, cache="none", round_cost="lookup", block="none",
+                     draft_limit="none"),
 }
 
 
@@ -124,6 +177,11 @@ class Drafter:
     its input (an fc of fused * hidden -> hidden). heads: Medusa's number of heads.
     checkpoint: the published Hugging Face id of its weights ("" where none is public);
     trained_for: the Hugging Face id of the target it was trained for ("" for a stock LLM).
+    cache: what it keeps per request (`Cache`; None: its family's); cache_window: tokens of a
+    windowed cache (own_window, or a target cache read through a window); cache_budget: tokens
+    of a sparse (or budgeted quantized) copy of the target's cache; cache_dtype: a quantized
+    copy's dtype; state_elems: numbers of a recurrent state per layer; lookup_tokens: token ids
+    a string-matching drafter scans per request per round (0: the whole context).
     """
 
     slug: str
@@ -145,6 +203,12 @@ class Drafter:
     edit_passes: int = 0
     medusa_heads: int = 0
     attention_window: int = 0
+    cache: Cache | None = None
+    cache_window: int = 0
+    cache_budget: int = 0
+    cache_dtype: str = ""
+    state_elems: int = 0
+    lookup_tokens: int = 0
     model: Model | None = None
     weight_dtype: str = "bf16"
     acceptance: AcceptanceProfile | None = None
@@ -159,6 +223,7 @@ class Drafter:
             raise SpecError(f"{self.path}: family '{self.family}' needs field 'model'")
         if fam.block != "none" and self.block_size < 2:
             raise SpecError(f"{self.path}: field 'block_size' must be >= 2 for a parallel drafter")
+        self._check_cache(fam)
         if self.num_attention_heads % self.num_kv_heads:
             raise SpecError(f"{self.path}: field 'num_attention_heads' = {self.num_attention_heads}"
                             f" is not divisible by 'num_kv_heads' = {self.num_kv_heads}")
@@ -166,6 +231,36 @@ class Drafter:
     @property
     def kind(self) -> Family:
         return family(self.family)
+
+    @property
+    def cache_kind(self) -> Cache:
+        """What it keeps per request: the spec's `cache`, else its family's."""
+        return self.cache or self.kind.cache
+
+    def _check_cache(self, fam: Family) -> None:
+        """The cache kind is one its family allows, with the numbers that kind needs."""
+        kind = self.cache_kind
+        allowed = (fam.cache, *fam.other_caches)
+        if kind not in allowed:
+            raise SpecError(f"{self.path}: field 'cache' = {kind!r} contradicts family "
+                            f"'{self.family}', which keeps {' or '.join(map(repr, allowed))}")
+        needs = {"own_window": ("cache_window", "a windowed cache needs its window in tokens"),
+                 "state": ("state_elems", "a recurrent state needs its size per layer"),
+                 "sparse_copy": ("cache_budget", "a sparse copy needs its token budget")}
+        if kind in needs and getattr(self, needs[kind][0]) < 1:
+            field_name, why = needs[kind]
+            raise SpecError(f"{self.path}: field '{field_name}' is missing for cache {kind!r}: "
+                            f"{why}")
+        if kind == "quantized_copy" and self.cache_dtype not in BYTES_PER_PARAM:
+            raise SpecError(f"{self.path}: field 'cache_dtype' = {self.cache_dtype!r} must be "
+                            f"one of {', '.join(BYTES_PER_PARAM)} for cache 'quantized_copy'")
+        given = {"cache_window": kind in WINDOWED, "state_elems": kind == "state",
+                 "cache_budget": kind in ("sparse_copy", "quantized_copy"),
+                 "cache_dtype": kind == "quantized_copy"}
+        for name, applies in given.items():
+            if getattr(self, name) and not applies:
+                raise SpecError(f"{self.path}: field '{name}' does not apply to cache {kind!r}"
+                                f" (family '{self.family}')")
 
     @property
     def is_parallel(self) -> bool:
@@ -190,6 +285,8 @@ class Drafter:
 
     def params(self) -> float:
         """Parameters the drafter adds to the deployment (shared target weights excluded)."""
+        if self.kind.is_target:
+            return 0.0
         if self.model is not None and self.kind.cache == "model":
             return model_weight_bytes(self.model) / self.model.bytes_per_param
         d = self.hidden_size
@@ -206,21 +303,47 @@ class Drafter:
             return model_weight_bytes(self.model)
         return self.params() * BYTES_PER_PARAM[self.weight_dtype]
 
-    def cache_layout(self, *, tp: int = 1, kv_dtype: str = "bf16") -> CacheLayout:
+    def layer_kv_bytes_per_token(self, *, tp: int = 1, kv_dtype: str = "bf16") -> float:
+        """Bytes its `layers` attention layers cache per token on one GPU, at `kv_dtype`."""
+        if self.kind.target_shaped_layers:
+            return self.layers \
+                * attention_layer_kv_bytes_per_token(self.target, tp=tp, kv_dtype=kv_dtype)
+        return kv_bytes_per_token(kv_heads=self.num_kv_heads, head_dim=self.head_dim,
+                                  layers=self.layers, tp=tp, kv_dtype=kv_dtype)
+
+    def cache_layout(self, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "fp32"
+                     ) -> CacheLayout:
         """What the drafter keeps per request between rounds, on one GPU of a TP group."""
-        kind = self.kind.cache
-        if kind == "none":
+        kind = self.cache_kind
+        if kind in ("none", "target"):  # nothing, or the target's own cache read in place
             return CacheLayout()
         if kind == "model":
             assert self.model is not None
             return kv_layout(self.model, tp=tp, kv_dtype=kv_dtype)
-        if self.kind.target_shaped_layers:
-            per_token = self.layers \
-                * attention_layer_kv_bytes_per_token(self.target, tp=tp, kv_dtype=kv_dtype)
-        else:
-            per_token = kv_bytes_per_token(kv_heads=self.num_kv_heads, head_dim=self.head_dim,
-                                           layers=self.layers, tp=tp, kv_dtype=kv_dtype)
-        return CacheLayout(segments=(CacheSegment(bytes_per_token=per_token),))
+        if kind == "state":
+            return CacheLayout(fixed_bytes_per_request=self.layers * self.state_elems
+                               * BYTES_PER_PARAM[state_dtype] / tp)
+        dtype = self.cache_dtype if kind == "quantized_copy" else kv_dtype
+        window = {"own_window": self.cache_window, "sparse_copy": self.cache_budget,
+                  "quantized_copy": self.cache_budget}.get(kind, 0)
+        per_token = self.layer_kv_bytes_per_token(tp=tp, kv_dtype=dtype)
+        return CacheLayout(segments=(CacheSegment(bytes_per_token=per_token,
+                                                  window=float(window or np.inf)),))
+
+    def context_read(self, context: ArrayLike) -> FloatArray:
+        """Tokens of K/V each of its attention layers reads per pass at `context` cached
+        tokens per request (same shape): its own cache (all, a window, a budget), the target's
+        read in place (through a window), plus the target's whole cache for a cross-attending
+        family; 0 for a recurrent state."""
+        ctx = np.asarray(context, dtype=np.float64)
+        kind = self.cache_kind
+        window = {"own_window": self.cache_window, "target": self.cache_window,
+                  "sparse_copy": self.cache_budget, "quantized_copy": self.cache_budget,
+                  "none": self.attention_window}.get(kind, 0)
+        own = np.zeros_like(ctx) if kind == "state" else np.minimum(ctx, window or np.inf)
+        if self.kind.reads_target_kv and kind != "target":
+            own = own + ctx  # cross-attention to the target's cache beside its own window
+        return own
 
 
 def load_drafter(name: str, *, target: Model | None = None) -> Drafter:
@@ -266,9 +389,22 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
         edit_passes=f.integer("edit_passes", 0),
         medusa_heads=f.integer("medusa_heads", 0),
         attention_window=f.integer("attention_window", 0),
+        cache=_cache_kind(f),
+        cache_window=f.integer("cache_window", 0), cache_budget=f.integer("cache_budget", 0),
+        cache_dtype=f.string("cache_dtype") if f.has("cache_dtype") else "",
+        state_elems=f.integer("state_elems", 0),
+        lookup_tokens=f.integer("lookup_tokens", 0),
         model=small, weight_dtype=f.string("weight_dtype", "bf16"),
         acceptance=acceptance_profile(block, path) if block else None,
         checkpoint=read_checkpoint(f, "checkpoint") if f.has("checkpoint") else "",
         trained_for=read_hub_id(f, "trained_for") if f.has("trained_for") else "",
         sources=sources, path=path,
     )
+
+
+def _cache_kind(f: Fields) -> Cache | None:
+    """The spec's `cache:` (None: its family's)."""
+    if not f.has("cache"):
+        return None
+    value = f.choice("cache", get_args(Cache))
+    return next(kind for kind in get_args(Cache) if kind == value)

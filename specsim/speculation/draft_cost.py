@@ -75,9 +75,10 @@ class _Env:
             flops_per_s=self.hw.flops_per_s(self.precision.compute_dtype),
             eff=self.hw.efficiency.gemm) * (m > 0)
 
-    def pass_s(self, model: Model, tokens: FloatArray, batch: FloatArray, context: FloatArray
-               ) -> FloatArray:
-        """A forward pass of `model` over `tokens` per request for `batch` requests, exactly.
+    def pass_s(self, model: Model, tokens: FloatArray, batch: FloatArray, context: FloatArray,
+               kv_dtype: str = "") -> FloatArray:
+        """A forward pass of `model` over `tokens` per request for `batch` requests, exactly,
+        its attention reading `context` cached tokens per request (at `kv_dtype` if given).
 
         A sweep repeats few distinct (tokens, batch, context) settings, so each distinct one is
         timed once and the times are scattered back: the answer for a setting does not depend
@@ -85,7 +86,9 @@ class _Env:
         """
         distinct, back = _distinct_rows(np.stack([np.maximum(tokens, 1.0), batch, context]))
         shape = uniform_passes(distinct[0], distinct[1], distinct[2])
-        time = pass_cost(model, self.hw, shape, tp=self.tp, precision=self.precision).time_s
+        precision = self.precision if not kv_dtype or kv_dtype == self.precision.kv_dtype \
+            else dataclasses.replace(self.precision, kv_dtype=kv_dtype)
+        time = pass_cost(model, self.hw, shape, tp=self.tp, precision=precision).time_s
         return np.asarray(time[back] * (tokens > 0))
 
 
@@ -134,8 +137,11 @@ def backbone(drafter: Drafter) -> Model:
     if drafter.kind.target_shaped_layers:  # MTP: one layer of the target's own layout
         target = drafter.target
         moe = dataclasses.replace(target.moe, dense_layers=0) if target.moe else None
+        # a quantized self-drafter (QuantSpec) reads its layers at its own weight dtype
+        dtype = drafter.weight_dtype if drafter.weight_dtype != "bf16" else target.weight_dtype
         return dataclasses.replace(target, slug=drafter.slug, num_layers=drafter.layers,
-                                   layer_types=("full_attention",) * drafter.layers, moe=moe)
+                                   layer_types=("full_attention",) * drafter.layers, moe=moe,
+                                   weight_dtype=dtype)
     return Model(
         slug=drafter.slug, name=drafter.name, architecture=drafter.family,
         hidden_size=drafter.hidden_size, num_layers=drafter.layers,
@@ -157,14 +163,50 @@ def _autoregressive(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     """One pass per level; the first also absorbs last round's accepted tokens.
 
     Only the first pass fuses target hidden states (those of the accepted tokens); later
-    levels feed the drafter's own states back in.
+    levels feed the drafter's own states back in. Each pass reads the K/V its cache kind
+    holds (`Drafter.context_read`), and the round pays its cache's upkeep (`_cache_upkeep_s`).
     """
     model = backbone(drafter)
+    context = drafter.context_read(r.context)
     first_tokens = np.maximum(r.accepted, r.width) * (r.depth > 0)
-    first = env.pass_s(model, first_tokens, r.batch, r.context)
-    later = env.pass_s(model, r.width, r.batch, r.context)
+    first = env.pass_s(model, first_tokens, r.batch, context, _kv_dtype(env, drafter))
+    later = env.pass_s(model, r.width, r.batch, context, _kv_dtype(env, drafter))
     fuse = _fuse_s(env, drafter, r.batch * first_tokens)
-    return first + np.maximum(r.depth - 1, 0) * later + fuse
+    upkeep = _cache_upkeep_s(env, drafter, r, r.depth)
+    return first + np.maximum(r.depth - 1, 0) * later + fuse + upkeep
+
+
+def _kv_dtype(env: _Env, drafter: Drafter) -> str:
+    """The dtype its attention reads K/V at: a quantized copy's, else the deployment's."""
+    return drafter.cache_dtype if drafter.cache_kind == "quantized_copy" \
+        else env.precision.kv_dtype
+
+
+def _bytes_s(env: _Env, bytes_: FloatArray) -> FloatArray:
+    """Time to move `bytes_` through HBM at the GPU's (efficiency-scaled) bandwidth."""
+    return np.asarray(bytes_ / env.hw.hbm_bandwidth_bytes_per_s)
+
+
+def _cache_upkeep_s(env: _Env, drafter: Drafter, r: RoundShape, passes: FloatArray
+                    ) -> FloatArray:
+    """Per round, what the cache kind costs beyond the passes' attention reads.
+
+    state: each pass reads and writes its recurrent state (`state_elems` per layer, fp32);
+    sparse_copy / quantized_copy: the accepted tokens' K/V are read from the target's cache
+    and written into the copy (at `cache_dtype` for a quantized one). Own caches are written
+    by the passes that absorb the accepted tokens; `target` and `none` keep nothing.
+    """
+    kind = drafter.cache_kind
+    drafting = r.depth > 0
+    if kind == "state":
+        state = drafter.cache_layout(tp=env.tp, state_dtype=env.precision.state_dtype)
+        per_request = 2.0 * state.fixed_bytes_per_request
+        return _bytes_s(env, passes * r.batch * per_request) * drafting
+    if kind in ("sparse_copy", "quantized_copy"):
+        read = drafter.layer_kv_bytes_per_token(tp=env.tp, kv_dtype=env.precision.kv_dtype)
+        write = drafter.layer_kv_bytes_per_token(tp=env.tp, kv_dtype=_kv_dtype(env, drafter))
+        return _bytes_s(env, r.batch * r.accepted * (read + write)) * drafting
+    return np.zeros_like(r.depth)
 
 
 def _parallel_block(drafter: Drafter, r: RoundShape) -> FloatArray:
@@ -185,16 +227,15 @@ def _injection_s(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
 def _parallel(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     """One backbone pass over the block (DEdit: plus its editing passes), then the heads."""
     model = backbone(drafter)
-    context = r.context
-    if drafter.attention_window:  # reads the target's K/V in place through a window
-        context = np.minimum(context, drafter.attention_window)
+    context = drafter.context_read(r.context)
     block = _parallel_block(drafter, r) * (r.depth > 0)
     passes = 1 + drafter.edit_passes
-    time = passes * env.pass_s(model, block, r.batch, context)
-    if drafter.kind.cache == "own_layers":
+    time = passes * env.pass_s(model, block, r.batch, context, _kv_dtype(env, drafter))
+    if drafter.cache_kind in ("own_layers", "own_window"):
         time = time + _injection_s(env, drafter, r) * (r.depth > 0)
     else:  # fixed-size state rebuilt from the last hidden states every round
         time = time + _fuse_s(env, drafter, r.batch * (r.depth > 0))
+    time = time + _cache_upkeep_s(env, drafter, r, passes * (r.depth > 0.0).astype(np.float64))
     if drafter.markov_rank:  # one low-rank transition GEMM per drafted position, in sequence
         markov = env.gemm_s(r.batch, drafter.markov_rank, drafter.target.vocab_size)
         time = time + r.depth * markov
@@ -209,11 +250,25 @@ def _target_heads(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     return np.asarray(heads * per_head)
 
 
+TOKEN_ID_BYTES = 4.0  # an int32 token id, as vLLM and SGLang hold a request's tokens
+
+
+def _lookup(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
+    """String matching, no model: each request's token ids are scanned once per round for
+    the n-gram (prompt lookup: the whole context) or walked down a suffix tree
+    (`lookup_tokens`, its depth), as bytes through HBM. Engines that match on the host
+    (vLLM's n-gram proposer) pay it as their per-round host work instead."""
+    scanned = np.full_like(r.context, float(drafter.lookup_tokens)) if drafter.lookup_tokens \
+        else r.context
+    return _bytes_s(env, r.batch * scanned * TOKEN_ID_BYTES) * (r.depth > 0)
+
+
 # The family table names a round-cost rule; this maps each rule to the function that times it.
 COST_RULES: dict[RoundCost, Callable[[_Env, Drafter, RoundShape], FloatArray]] = {
     "autoregressive": _autoregressive,
     "parallel": _parallel,
     "target_heads": _target_heads,
+    "lookup": _lookup,
 }
 
 
@@ -227,6 +282,8 @@ def draft_time_s(drafter: Drafter, hw: Hardware, shape: RoundShape, *, tp: int =
 def draft_passes(drafter: Drafter, depth: ArrayLike) -> FloatArray:
     """Sequential drafter passes per round: depth for autoregressive drafters, else 1 (+ edits)."""
     d = np.asarray(depth, dtype=np.float64)
+    if drafter.kind.round_cost == "lookup":  # no model pass: the match is the drafting
+        return np.zeros_like(d)
     if drafter.kind.parallel:
         return np.where(d > 0, 1.0 + drafter.edit_passes, 0.0)
     return d
