@@ -144,3 +144,23 @@ def test_long_context_command_writes_its_figure_once(tmp_path: Path) -> None:
     assert "sparse_copy" in result.output and "own_layers" in result.output
     again = RUNNER.invoke(app, args)
     assert again.exit_code != 0  # no overwrite without --force
+
+
+def test_magicdec_self_speculation_rows_are_predicted() -> None:
+    """MagicDec's published StreamingLLM self-speculation speedups (8 A100s / 8 H100s, batch
+    32-128, 8k and 32k prompts) are predicted through the sparse-copy family with tau from the
+    blog's acceptance table; the TinyLlama rows of the same gpt-fast stack stay unpredicted
+    (no spec of TinyLlama). Measured rows, so the bounds are the errors this model reaches:
+    every row on the right side of 1, H100 rows within 25%, A100 rows within 45% (too fast)."""
+    from specsim.measurement.published import load_published
+    from specsim.measurement.validate import validate
+
+    results = {v.row.id: v for v in validate(load_published(["magicdec"]))}
+    spec = {k: v for k, v in results.items() if "selfspec" in k}
+    assert len(spec) == 12 and all(v.error is not None for v in spec.values())
+    assert not any(v.wrong_sign for v in spec.values())
+    for key, v in spec.items():
+        assert v.error is not None
+        assert abs(v.error) <= (0.25 if "h100" in key else 0.45), (key, v.error)
+    others = [v for k, v in results.items() if "tinyllama" in k]
+    assert others and all(v.error is None and "engine" in v.reason for v in others)

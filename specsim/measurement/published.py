@@ -63,6 +63,9 @@ ROW_KEYS = (
 PLAIN = "plain"
 # An engine specsim has no spec for: its rows are listed, never predicted.
 OTHER_ENGINE = "other"
+# A research stack whose rounds are kernel time (torch.compile with CUDA graphs, as MagicDec's
+# gpt-fast loop): predicted with the engine of no host terms, the idealized roofline.
+ROOFLINE_ENGINE = "roofline"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,7 +253,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
             raise SpecError(f"{where}: field '{key}' is missing")
     _check_known(where, "models", str(item["model"]))
     _check_known(where, "hardware", str(item["hardware"]))
-    if item["engine"] != OTHER_ENGINE:
+    if item["engine"] not in (OTHER_ENGINE, ROOFLINE_ENGINE):
         _check_known(where, "engines", str(item["engine"]))
     row = PublishedRow(
         id=str(item["id"]), file=path.stem, source=str(item["source"]),

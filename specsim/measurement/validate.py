@@ -274,9 +274,6 @@ def metric_of(row: PublishedRow, reference: PublishedRow | None = None
 
 def unpredictable(row: PublishedRow) -> str:
     """Why a row cannot be predicted ('' if it can)."""
-    if row.method == "magicdec_selfspec":
-        return ("self-speculation with a StreamingLLM sparse-KV draft at TP 8, long context; "
-                "specsim has no sparse-KV drafter, and no tau is published")
     if row.engine == OTHER_ENGINE:
         return "engine not modelled (gpt-fast / own CUDA-graph code)"
     if row.plain:
