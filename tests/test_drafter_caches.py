@@ -164,3 +164,21 @@ def test_magicdec_self_speculation_rows_are_predicted() -> None:
         assert abs(v.error) <= (0.25 if "h100" in key else 0.45), (key, v.error)
     others = [v for k, v in results.items() if "tinyllama" in k]
     assert others and all(v.error is None and "engine" in v.reason for v in others)
+
+
+def test_layerskip_verification_runs_only_the_layers_after_the_exit() -> None:
+    """LayerSkip drafts with the first 8 of Llama-2-7B's 32 layers and keeps their work, so a
+    verification pass costs 24 / 32 of the full pass (by hand: 1 - 8 / 32 = 0.75) and no
+    speculation (0 drafted tokens) costs a full step."""
+    from specsim.speculation.speedup import Setup, chain_candidates, speedup_table
+
+    drafter = load_drafter("layerskip-llama-2-7b")
+    assert drafter.acceptance is not None
+    cands = chain_candidates(drafter.acceptance, 6)
+    target = load_model("llama-2-7b")
+    own = speedup_table(Setup(target=target, hardware=H100, drafter=drafter, context=1024.0),
+                        [1, 16], cands)
+    plain = speedup_table(Setup(target=target, hardware=H100, draft_cost=0.0, context=1024.0),
+                          [1, 16], cands)
+    assert own.verify_s[:, 0].tolist() == plain.verify_s[:, 0].tolist()
+    np.testing.assert_allclose(own.verify_s[:, 1:], 0.75 * plain.verify_s[:, 1:], rtol=1e-12)

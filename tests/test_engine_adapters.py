@@ -118,7 +118,7 @@ def test_the_recommend_cli_prints_the_new_engines_column_and_command(toy: Engine
                                       "--alpha", "0.8", "--batch", "1,8"])
     assert result.exit_code == 0, result.output
     header = next(line for line in result.output.splitlines() if line.startswith("batch"))
-    assert header.split()[-3:] == ["vllm_k", "sglang", "toy_k"]
+    assert header.split()[-4:] == ["vllm_k", "sglang", "trtllm_k", "toy_k"]
     assert "ToyServe 1.0 (batch " in result.output
     assert "toyserve run meta-llama/Llama-3.1-8B-Instruct --draft eagle-3" in result.output
 
@@ -129,7 +129,7 @@ def test_the_plan_runs_its_setting_on_the_new_engine(toy: EngineAdapter) -> None
                      tps=(1,))
     s = plan.best
     assert s is not None and s.shape == "chain" and s.nodes > 0
-    assert setting_engines(plan, s) == ["vLLM", "SGLang", "ToyServe"]
+    assert setting_engines(plan, s) == ["vLLM", "SGLang", "TensorRT-LLM", "ToyServe"]
     (c,) = [c for c in setting_commands(plan, s) if c.engine == "toyserve"]
     assert c.argv[-4:] == ("--draft-model", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                            "--max-batch", str(s.batch))
@@ -138,7 +138,7 @@ def test_the_plan_runs_its_setting_on_the_new_engine(toy: EngineAdapter) -> None
 
 def test_an_unknown_engine_or_family_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="engine 'nope' has no command adapter; known: vllm, "
-                                        "sglang"):
+                                        "sglang, trtllm"):
         adapter("nope")
     bad = tmp_path / "bad.yaml"
     bad.write_text((FIXTURES / "toyserve.yaml").read_text().replace("small_llm", "small_lm"))

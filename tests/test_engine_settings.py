@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from specsim.engines import adapter
 from specsim.engines.sglang import pool as sglang_pool
 from specsim.errors import SpecError
+from specsim.specs.drafters import load_drafter
 from specsim.specs.dtypes import Precision
 from specsim.specs.io import builtin_names
 from specsim.speculation.recommend import engine_commands, recommend
@@ -30,16 +32,30 @@ DRAFTERS = builtin_names("drafters")
 
 
 # Large targets on 8 GPUs (DeepSeek-V3 in fp8 on H200s, as DeepSeek serves it).
-LARGE = {"mtp-deepseek-v3": ("h200", 8, "fp8"), "p-eagle-gpt-oss-120b": ("h100-sxm", 8, "")}
+LARGE = {"mtp-deepseek-v3": ("h200", 8, "fp8"), "p-eagle-gpt-oss-120b": ("h100-sxm", 8, ""),
+         "mtp-deepseek-r1": ("h200", 8, "fp8"), "mtp-deepseek-v3.2": ("h200", 8, "fp8"),
+         "mtp-glm-4.5": ("h200", 8, ""), "eagle3-llama-4-maverick": ("h200", 8, "fp8"),
+         # Kimi-K2 (1.03T parameters in fp8) fits 8 GPUs of 180 GB, not of 141 GB
+         "eagle3-kimi-k2": ("b200", 8, "fp8")}
 # Families neither engine runs (vLLM 0.33.0, SGLang 0.5.23), per engine.
 NO_VLLM = {"medusa-vicuna-7b", "dedit-qwen3-4b", "hspec-qwen3-8b"}
 NO_SGLANG = NO_VLLM | {"p-eagle-gpt-oss-120b"}
+# TensorRT-LLM's PyTorch backend (engines/trtllm.yaml families): no EAGLE-1 checkpoints (it
+# runs decoding_type Eagle as EAGLE-3), no Medusa or P-EAGLE; DFlash / DSpark not emitted.
+NO_TRTLLM = NO_SGLANG | {"eagle-llama-3.1-8b", "eagle-vicuna-7b", "dflash-qwen3-8b",
+                         "dspark-qwen3-8b"}
+
+
+# Drafters with no published acceptance (the MTP modules of DeepSeek-R1, DeepSeek-V3.2 and
+# GLM-4.5) are checked at a stated alpha: the recorded rules hold for any setting emitted.
+NO_ACCEPTANCE_ALPHA = 0.8
 
 
 @cache
 def _commands(slug: str) -> tuple[Any, Any, tuple[Any, ...]]:
     hardware, tp, weights = LARGE.get(slug, ("h100-sxm", 1, ""))
-    setup, profile = load_setup(hardware=hardware, drafter=slug, tp=tp,
+    alpha = None if load_drafter(slug).acceptance is not None else NO_ACCEPTANCE_ALPHA
+    setup, profile = load_setup(hardware=hardware, drafter=slug, tp=tp, alpha=alpha,
                                 precision=Precision(weight_dtype=weights))
     rec = recommend(setup, profile, BATCHES, max_nodes=64)
     return rec, setup, tuple(engine_commands(rec, setup))
@@ -83,6 +99,14 @@ def test_every_emitted_setting_satisfies_the_recorded_rules(slug: str) -> None:
                 k = next(k for lo, hi, k in schedule if lo <= c.batch <= hi)
                 assert k == c.nodes
             checked += len(rec.schedule_chain)
+        elif command.engine == "trtllm":
+            ((_, text),) = command.files
+            spec = yaml.safe_load(text).get("speculative_config")
+            chains = {c.batch: c.nodes for c in rec.schedule_chain or rec.best_chain}
+            # each batch the command serves runs the table's chain length
+            assert [_trtllm_k(spec, b) for b in command.batches] == [
+                chains[b] for b in command.batches]
+            checked += len(command.batches)
         else:
             assert command.command.startswith("python -m sglang.launch_server --model-path ")
             flags = _flags(command.command)
@@ -96,15 +120,29 @@ def test_every_emitted_setting_satisfies_the_recorded_rules(slug: str) -> None:
     sglang = [c.batch_range for c in commands if c.engine == "sglang" and c.argv]
     # SGLang's commands, one per range, cover batch 1 .. the largest that fits without a gap
     assert [r[0] for r in sglang] == [1, *(r[1] + 1 for r in sglang[:-1])][:len(sglang)]
-    runs = {"vllm": slug not in NO_VLLM, "sglang": slug not in NO_SGLANG}
+    runs = {"vllm": slug not in NO_VLLM, "sglang": slug not in NO_SGLANG,
+            "trtllm": slug not in NO_TRTLLM}
     for command in commands:
         assert (command.command is not None) == runs[command.engine], command.reason
-    assert (checked > 0) == (runs["vllm"] or runs["sglang"])
+    assert (checked > 0) == any(runs.values())
+
+
+def _trtllm_k(spec: dict[str, Any] | None, batch: int) -> int:
+    """The draft length TensorRT-LLM runs at `batch` (llm_args.py DecodingBaseConfig, by hand
+    from its docs: draft_len_schedule {4: 4, 8: 2, 32: 1} runs 4 at batch 1-4, 2 at 5-8, 1 at
+    9-32 and none above; max_concurrency N runs max_draft_len up to N and none above)."""
+    if spec is None:
+        return 0
+    schedule = spec.get("draft_len_schedule")
+    if schedule is not None:
+        return next((schedule[key] for key in sorted(schedule) if batch <= key), 0)
+    cutoff = spec.get("max_concurrency")
+    return 0 if cutoff is not None and batch > cutoff else int(spec["max_draft_len"])
 
 
 def test_engines_cannot_run_what_they_lack() -> None:
     _, _, commands = _commands("medusa-vicuna-7b")
-    assert [c.command for c in commands] == [None, None]
+    assert [c.command for c in commands] == [None, None, None]
     assert "vLLM 0.33.0 cannot run the medusa family" in commands[0].reason
     _, _, commands = _commands("eagle3-llama-3.1-8b")
     vllm = commands[0].command

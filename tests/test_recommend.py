@@ -207,9 +207,11 @@ def test_every_command_carries_the_batch_cap_it_was_computed_for() -> None:
     setup, profile = load_setup(drafter="eagle3-llama-3.1-8b")
     rec = recommend(setup, profile, [1, 8, 64])
     commands = [c for c in engine_commands(rec, setup) if c.argv]
-    assert {c.engine for c in commands} == {"vllm", "sglang"}
+    assert {c.engine for c in commands} == {"vllm", "sglang", "trtllm"}
     for c in commands:
-        flag = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests"}[c.engine]
+        # trtllm-serve --max_batch_size (tensorrt_llm/commands/serve.py)
+        flag = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests",
+                "trtllm": "--max_batch_size"}[c.engine]
         assert c.argv[-2:] == (flag, str(max(c.batches)))
     assert any(c.engine == "sglang" and c.argv[-1] == "64" for c in commands)
 

@@ -230,7 +230,9 @@ def recommend(
                                     "command": c.command,
                                     "argv": list(c.argv) if c.argv else None,
                                     "reason": c.reason,
-                                    "batches": list(c.batches)} for c in commands],
+                                    "batches": list(c.batches),
+                                    "files": [{"name": n, "text": t} for n, t in c.files]}
+                                   for c in commands],
                       "vllm_speculative_config": vllm.speculative_config(rec, setup.drafter),
                       "serving_batch": serving.batch if serving else None,
                       "notes": list(rec.notes), "acceptance_source": profile.source,
@@ -253,6 +255,9 @@ def recommend(
                  f"{c.command}")
         else:
             echo(f"{label}: {c.command}")
+        for name, text in c.files:  # the files the command reads, indented beside it
+            echo(f"  {name} (the file the command reads, as it must be written):")
+            echo("\n".join(f"    {line}" for line in text.splitlines()))
     for note in rec.notes:
         echo(f"note: {note}")
     echo(f"acceptance: {profile.source}")

@@ -6,11 +6,14 @@ engines' timing terms live in `specsim.specs.engines`; the idealized roofline en
 Hugging Face eager decoding have no speculative command line, so no adapter.
 """
 
-# The order of registration is the order engines are printed: vLLM, then SGLang.
+# The order of registration is the order engines are printed: vLLM, SGLang, TensorRT-LLM.
 from specsim.engines import vllm
 
 # isort: split
 from specsim.engines import sglang
+
+# isort: split
+from specsim.engines import trtllm
 
 # isort: split
 from specsim.engines.base import (
@@ -21,6 +24,7 @@ from specsim.engines.base import (
     adapters,
     batch_ranges,
     block_only,
+    check_engine_runs,
     register,
     render_command,
     runs_chains,
@@ -30,5 +34,5 @@ from specsim.engines.base import (
 )
 
 __all__ = ["BatchRange", "EngineAdapter", "EngineCommand", "adapter", "adapters",
-           "batch_ranges", "block_only", "register", "render_command", "runs_chains", "sglang",
-           "target_id", "tree_engines", "unregister", "vllm"]
+           "batch_ranges", "block_only", "check_engine_runs", "register", "render_command",
+           "runs_chains", "sglang", "target_id", "tree_engines", "trtllm", "unregister", "vllm"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
 from specsim.errors import SpecError
 from specsim.specs.drafters import FAMILIES
 from specsim.specs.engine_args import EngineArgs, engine_args
+from specsim.specs.names import one_line
 
 if TYPE_CHECKING:
     from specsim.specs.drafters import Drafter
@@ -61,6 +62,9 @@ class EngineCommand:
     # The most tokens a step of this command scores at its batch cap (the CUDA-graph size an
     # engine that counts graphs in tokens must capture); 0: one per request.
     step_tokens: int = 0
+    # Files the command reads, as (file name, text): TensorRT-LLM's extra-options YAML, which
+    # `recommend` prints beside the command and `plan` writes into its report folder.
+    files: tuple[tuple[str, str], ...] = ()
 
     @property
     def command(self) -> str | None:
@@ -144,6 +148,9 @@ class EngineAdapter:
     build_commands: Commands
     graph_flags: Callable[[int, int], tuple[str, ...]] = lambda batch, tokens: ()
     spec_path: Path | None = None
+    # Timing a drafter this engine has no method for is refused (one line, exit 2) rather than
+    # answered with a reason beside the commands.
+    refuses_unrunnable: bool = False
 
     def __post_init__(self) -> None:
         if self.builds not in get_args(Builds):
@@ -251,6 +258,18 @@ class EngineAdapter:
     def refuse(self, reason: str) -> EngineCommand:
         return EngineCommand(engine=self.slug, version=self.version, reason=reason)
 
+    def check_runs(self, drafter: Drafter | None) -> None:
+        """Refuse (SpecError) timing `drafter` on this engine where it has no method for the
+        drafter's family and `refuses_unrunnable` is set; the YAML's `absent_algorithms` say
+        which of its methods the engine lacks."""
+        if not self.refuses_unrunnable or drafter is None or self.method(drafter) is not None:
+            return
+        absent = self.args.rules.get("absent_algorithms") or []
+        raise SpecError(f"engine {self.slug}: {self.label} cannot run the {drafter.family} "
+                        f"family of drafter {one_line(drafter.slug)} (it runs "
+                        f"{', '.join(sorted(self.methods))}; absent: {', '.join(absent)}; "
+                        f"{self.args.path})")
+
 
 _REGISTRY: dict[str, EngineAdapter] = {}
 
@@ -290,6 +309,14 @@ def target_id(setup: Setup) -> str:
         raise SpecError(f"{setup.target.path or setup.target.name}: field 'hf_id' (the Hugging "
                         "Face id) is needed to print an engine command")
     return setup.target.hf_id
+
+
+def check_engine_runs(engine_slug: str, drafter: Drafter | None) -> None:
+    """Refuse timing `drafter` on the engine `engine_slug` where that engine's adapter has no
+    method for it and refuses to time one (`EngineAdapter.refuses_unrunnable`); engines
+    without an adapter (the roofline, hf-eager) time any drafter."""
+    if engine_slug in _REGISTRY:
+        _REGISTRY[engine_slug].check_runs(drafter)
 
 
 def tp_args(flag: str, tp: int) -> list[str]:

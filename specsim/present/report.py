@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from specsim.engines import EngineCommand
 from specsim.errors import SpecError
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, DEFAULT_WORKSPACE_TOKENS
 from specsim.forward.ops import ROUTING_LOCALITY
@@ -317,9 +318,21 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
                 label = c.batch_label or (f"batch {_batch_text(c.batches)}" if c.batches
                                           else "")
                 lines += [f"# {c.engine} {c.version}" + (f" ({label})" if label else ""),
-                          c.command]
+                          *file_comments(c), c.command]
         out.append((d.name, "\n".join(lines)))
     return out
+
+
+def file_comments(c: EngineCommand) -> list[str]:
+    """The files a command reads (TensorRT-LLM's extra-options YAML) as `#` comment lines, each
+    written beside the report under its name (`render_report`)."""
+    from specsim.specs.names import one_line
+
+    lines = []
+    for name, text in c.files:
+        lines.append(f"# {one_line(name)} (written beside this report; the command reads it):")
+        lines += [f"#   {one_line(line)}" for line in text.splitlines()]
+    return lines
 
 
 def _batch_text(batches: tuple[int, ...]) -> str:
@@ -469,7 +482,8 @@ def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
         add("p", "Run it (each command starts one replica; "
             + ("start several and balance across them; " if plan.target_tokens_per_s else "")
             + "the engine settings for other loads are under Engine commands):")
-        add("code", "\n".join(f"# {c.engine} {c.version}\n{c.command}" for c in commands))
+        add("code", "\n".join("\n".join([f"# {c.engine} {c.version}", *file_comments(c),
+                                          str(c.command)]) for c in commands))
     elif s.nodes == 0:
         add("p", "Run it: start the engine without speculative flags"
             + (f", --tensor-parallel-size {s.tp} (vLLM) / --tp {s.tp} (SGLang)."
@@ -518,6 +532,11 @@ def _csv_bytes(rows: list[Row]) -> bytes:
 def render_report(plan: Plan) -> dict[str, bytes]:
     """Every file of the report by name: report.md, report.html, the PNGs and the CSVs."""
     blocks, files = build_report(plan)
+    for c in (*plan.answer_commands, *(c for d in plan.drafters for c in d.commands)):
+        for name, text in c.files:  # the files the report's commands read, by their names
+            data = text.encode("utf-8")
+            if files.setdefault(name, data) != data:
+                raise SpecError(f"report: two files named {name!r}")
     images = {name: data for name, data in files.items() if name.endswith(".png")}
     title = f"Capacity plan: {plan.model.name} on {plan.hardware.name}, {plan.scenario.name}"
     return {"report.md": to_markdown(blocks, title).encode("utf-8"),

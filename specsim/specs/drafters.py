@@ -65,7 +65,9 @@ class Family:
     target_shaped_layers: its layers have the target's own layout (MTP, self-speculation).
     other_caches: cache kinds a spec of the family may choose (`cache:`) besides `cache`, its
     default; any other is refused. is_target: it drafts with the target's own layers and
-    weights (self-speculation), adding no weights of its own. reads_target_kv: besides its
+    weights (self-speculation), adding no weights of its own. reuses_drafted_layers: its
+    `layers` are the target's first layers and verification runs only the rest over the draft
+    (their K/V and outputs are kept from drafting: LayerSkip). reads_target_kv: besides its
     own cache, every pass cross-attends to the target's K/V of the whole context, in place
     (GliDe, LongSpec).
     config_reader: how `drafters import` reads a published checkpoint's config.json ("none":
@@ -84,6 +86,7 @@ class Family:
     other_caches: tuple[Cache, ...] = ()
     reads_target_kv: bool = False
     is_target: bool = False
+    reuses_drafted_layers: bool = False
     config_reader: ConfigReader = "none"
     config_hints: tuple[str, ...] = ()
 
@@ -134,7 +137,7 @@ FAMILIES: dict[str, Family] = {
     # skipped layers): its layers are the target's, its cache is the target's.
     "self_spec": Family(parallel=False, cache="target", round_cost="autoregressive",
                         block="none", draft_limit="none", target_shaped_layers=True,
-                        is_target=True),
+                        is_target=True, reuses_drafted_layers=True),
     # A small drafter cross-attending to the target's cache in place (GliDe, Gemma 4's MTP
     # assistant), or with its own sliding window beside it (LongSpec).
     "cross_attention": Family(parallel=False, cache="target", round_cost="autoregressive",

@@ -287,3 +287,14 @@ def draft_passes(drafter: Drafter, depth: ArrayLike) -> FloatArray:
     if drafter.kind.parallel:
         return np.where(d > 0, 1.0 + drafter.edit_passes, 0.0)
     return d
+
+
+def verify_share(drafter: Drafter) -> float:
+    """Share of a verification pass still to run after drafting: 1, except for a drafter made
+    of the target's first `layers` layers whose work verification reuses (LayerSkip's early
+    exit: the draft tokens' K/V and hidden states of those layers are kept, and only the
+    remaining layers verify), where it is the remaining layers' share. The LM head and
+    embedding are counted with the layers (under 2% of a Llama-2-7B pass)."""
+    if not drafter.kind.reuses_drafted_layers:
+        return 1.0
+    return 1.0 - min(drafter.layers, drafter.target.num_layers) / drafter.target.num_layers

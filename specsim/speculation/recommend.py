@@ -185,15 +185,16 @@ def _schedule_chains(setup: Setup, chains: Candidates, batches: np.ndarray, obje
 
 
 def schedule_setup(setup: Setup) -> Setup:
-    """The setup a per-batch chain schedule is timed with: the schedule runs on the engine
-    that builds chains (vLLM), so with that engine's own terms where the setup has another
-    engine (an SGLang-timed schedule for a vLLM command would carry SGLang's host work); as it
-    is for the idealized GPU (no engine) or when it already is that engine."""
+    """The setup a per-batch chain schedule is timed with: the schedule runs on an engine
+    that builds chains, so with the first such engine's own terms (vLLM) where the setup has
+    an engine that builds none (an SGLang-timed schedule for a vLLM command would carry
+    SGLang's host work); as it is for the idealized GPU (no engine) or when its engine builds
+    chains itself (vLLM, TensorRT-LLM)."""
     engine = setup.engine
-    slug = next((a.slug for a in adapters() if a.builds == "chains"), None)
-    if engine is None or slug is None or engine.base_slug == slug:
+    chain_engines = [a.slug for a in adapters() if a.builds == "chains"]
+    if engine is None or not chain_engines or engine.base_slug in chain_engines:
         return setup
-    return dataclasses.replace(setup, engine=load_engine(slug))
+    return dataclasses.replace(setup, engine=load_engine(chain_engines[0]))
 
 
 def _sglang_choices(setup: Setup, profile: AcceptanceProfile, batches: np.ndarray,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from specsim.engines import check_engine_runs
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.specs.acceptance import AcceptanceProfile, constant_profile
 from specsim.specs.defaults import (
@@ -90,10 +91,12 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
         raise SpecError("no acceptance: give a constant alpha, a workload or a ranks file")
     if context is None:
         context = load.context if load else DEFAULT_CONTEXT_TOKENS
+    timing = engine_or_none(load_engine(engine))
+    if timing is not None:
+        check_engine_runs(timing.base_slug, draft)  # an engine that refuses what it lacks
     setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
                   context=context, tp=tp, draft_cost=draft_cost,
-                  precision=precision or Precision(), engine=engine_or_none(load_engine(engine)),
-                  ep=ep, notes=notes)
+                  precision=precision or Precision(), engine=timing, ep=ep, notes=notes)
     return setup, profile
 
 

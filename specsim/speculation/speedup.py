@@ -29,7 +29,12 @@ from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware
 from specsim.specs.models import Model
 from specsim.speculation import engine_time
-from specsim.speculation.draft_cost import draft_passes, draft_time_s, round_shape
+from specsim.speculation.draft_cost import (
+    draft_passes,
+    draft_time_s,
+    round_shape,
+    verify_share,
+)
 from specsim.speculation.trees import (
     ORDERED_DP_MAX_NODES,
     best_first_tree,
@@ -264,7 +269,8 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
         is_tree = candidates.max_width > 1
         extra = (slowdown - 1.0) * np.asarray(attention).reshape(b.size, nodes.size)
         verify = verify + extra[:, index.ravel()] * is_tree
-    if setup.drafter is not None:
+    if setup.drafter is not None:  # self-speculation keeps the drafted layers' work
+        verify = verify * np.where(candidates.nodes > 0, verify_share(setup.drafter), 1.0)
         passes = draft_passes(setup.drafter, grid_d)
     else:
         passes = grid_d if setup.sequential_draft else np.minimum(grid_d, 1.0)

@@ -1,0 +1,355 @@
+"""TensorRT-LLM commands: every `trtllm-serve` command specsim emits, and the extra-options YAML
+beside it, pass trtllm-serve's own argument parsing and TorchLlmArgs' field checks as recorded
+in engines/trtllm.yaml (read from the TensorRT-LLM source: tensorrt_llm/commands/serve.py,
+tensorrt_llm/llmapi/llm_args.py). The parser below is written apart from the adapter
+(specsim/engines/trtllm.py): click's rules for the recorded options, pydantic's for the recorded
+fields (extra="forbid"). Expected settings are written out by hand from the rows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from specsim.engines import adapter
+from specsim.errors import SpecError
+from specsim.specs.io import builtin_dir, builtin_names
+from specsim.speculation.recommend import Choice, Recommendation, engine_commands, recommend
+from specsim.speculation.setup import load_setup
+
+REPO = Path(__file__).resolve().parent.parent
+TRTLLM = adapter("trtllm")
+RULES = yaml.safe_load((builtin_dir("engines") / "trtllm.yaml").read_text())["speculative"]
+
+
+# ------------------------------------------------------------------ the recorded definitions
+
+
+def test_the_recorded_definitions_are_the_sources():
+    """Spot checks against the source, by hand: serve.py's click options and llm_args.py's
+    field types (commit ids in engines/trtllm.yaml)."""
+    options = RULES["cli"]["options"]
+    # @click.option("--tensor_parallel_size", "--tp_size", type=int, default=1)
+    assert options["--tp_size"] == {"type": "int", "alias_of": "--tensor_parallel_size",
+                                    "default": 1}
+    # @click.option("--moe_expert_parallel_size", "--ep_size", type=int, default=None)
+    assert options["--ep_size"]["type"] == "int" and options["--ep_size"]["default"] is None
+    # @click.option("--config", "--extra_llm_api_options", "extra_llm_api_options", type=str)
+    assert options["--extra_llm_api_options"]["type"] == "str"
+    assert options["--backend"]["choices"] == ["pytorch", "tensorrt", "_autodeploy", "trt"]
+    args = RULES["llm_args"]
+    # max_draft_len: Optional[NonNegativeInt]; max_concurrency: Optional[PositiveInt]
+    assert args["decoding_base"]["max_draft_len"] == {"type": "int", "ge": 0, "nullable": True}
+    assert args["decoding_base"]["max_concurrency"]["gt"] == 0
+    # the SpeculativeConfig union's decoding types specsim may emit
+    assert set(args["algorithms"]) == {"Eagle3", "Eagle", "MTP", "NGram", "SA", "Draft_Target"}
+    mtp = args["algorithms"]["MTP"]["fields"]
+    # use_relaxed_acceptance_for_thinking: bool = False; relaxed_topk: PositiveInt = 1;
+    # relaxed_delta: NonNegativeFloat = 0.0
+    assert mtp["use_relaxed_acceptance_for_thinking"] == {"type": "bool", "default": False}
+    assert mtp["relaxed_topk"] == {"type": "int", "gt": 0, "default": 1}
+    assert mtp["relaxed_delta"] == {"type": "float", "ge": 0, "default": 0.0}
+    assert mtp["num_nextn_predict_layers"]["deprecated_for"] == "max_draft_len"
+    ngram = args["algorithms"]["NGram"]["fields"]
+    assert ngram["max_matching_ngram_size"] == {"type": "int", "gt": 0, "default": 2}
+    # BaseCudaGraphConfig: batch_sizes, max_batch_size (NonNegativeInt), enable_padding
+    graphs = args["cuda_graph_config"]
+    assert graphs["enable_padding"]["type"] == "bool" and graphs["max_batch_size"]["ge"] == 0
+    assert graphs["default_max_batch_size"] == 128
+    assert args["top_level"]["max_num_tokens"]["default"] == 8192
+    assert set(RULES["absent_algorithms"]) == {"Medusa", "Lookahead", "ExplicitDraftTokens"}
+
+
+# ------------------------------------------------------------------ an independent parser
+
+
+def _typed(kind: str, word: str) -> object:
+    """What click makes of one option value of the recorded type (ValueError: refused)."""
+    if kind == "int":
+        return int(word)
+    if kind == "float":
+        return float(word)
+    return word
+
+
+def parse_serve(argv: list[str], files: dict[str, str]) -> tuple[str, dict[str, object], Any]:
+    """(model, options, extra YAML) as trtllm-serve's click parser and YAML loading would take
+    them; AssertionError where they would refuse."""
+    assert argv[0] == "trtllm-serve"
+    options = RULES["cli"]["options"]
+    model, seen, words = None, {}, argv[1:]
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--"):
+            assert model is None, f"second positional argument {word!r}"
+            model, i = word, i + 1
+            continue
+        spec = options.get(word)
+        assert spec is not None, f"no such option: {word}"
+        assert word not in seen, f"{word} given twice"
+        if spec["type"] == "flag":
+            seen[word], i = True, i + 1
+            continue
+        assert i + 1 < len(words), f"{word} needs a value"
+        value = words[i + 1]
+        if spec["type"] == "choice":
+            assert value in spec["choices"], (word, value)
+        seen[word] = _typed(spec["type"], value)
+        i += 2
+    assert model, "missing argument MODEL"
+    extra = None
+    if "--extra_llm_api_options" in seen:
+        extra = yaml.safe_load(files[str(seen["--extra_llm_api_options"])])
+        assert isinstance(extra, dict)
+        _check_llm_args(extra)
+    return model, seen, extra
+
+
+def _field(where: str, value: object, spec: dict[str, Any]) -> None:
+    """pydantic's check of one recorded field (strict ints: YAML gives ints as ints)."""
+    if value is None:
+        assert spec.get("nullable"), f"{where} is null"
+        return
+    kind = spec["type"]
+    ok = {"int": type(value) is int, "float": type(value) in (int, float),
+          "bool": type(value) is bool, "str": type(value) is str,
+          "mapping": type(value) is dict,
+          "int_list": type(value) is list and all(type(v) is int for v in value),
+          "int_map": type(value) is dict and all(type(k) is int and type(v) is int
+                                                  for k, v in value.items())}[kind]
+    assert ok, f"{where}: {value!r} is not {kind}"
+    if kind in ("int", "float"):
+        number = float(value)  # type: ignore[arg-type]
+        assert number >= spec.get("ge", number) and number <= spec.get("le", number), where
+        assert "gt" not in spec or number > spec["gt"], where
+
+
+def _fields(where: str, block: dict[str, Any], fields: dict[str, Any]) -> None:
+    for key, value in block.items():
+        assert key in fields and isinstance(fields[key], dict), \
+            f"{where}.{key}: extra fields not permitted"
+        _field(f"{where}.{key}", value, fields[key])
+
+
+def _check_llm_args(extra: dict[str, Any]) -> None:
+    args = RULES["llm_args"]
+    _fields("options", extra, args["top_level"])
+    if "cuda_graph_config" in extra:
+        _fields("cuda_graph_config", extra["cuda_graph_config"],
+                {k: v for k, v in args["cuda_graph_config"].items() if isinstance(v, dict)})
+    if "kv_cache_config" in extra:
+        _fields("kv_cache_config", extra["kv_cache_config"], args["kv_cache_config"])
+    spec = extra.get("speculative_config")
+    if spec is None:
+        return
+    algorithm = args["algorithms"][spec["decoding_type"]]
+    _fields("speculative_config", spec, {**args["decoding_base"], **algorithm["fields"]})
+    k = spec["max_draft_len"]
+    assert k >= algorithm["min_draft_len"], "max_draft_len must be > 0"
+    if algorithm["requires_model"]:
+        assert spec.get("speculative_model"), "Draft model must be provided"
+    schedule = spec.get("draft_len_schedule")
+    assert schedule is None or "max_concurrency" not in spec, "mutually exclusive"
+    if schedule is not None:
+        assert algorithm["per_batch_size"]
+        assert all(key >= 1 and 0 <= v <= k for key, v in schedule.items())
+        assert schedule[min(schedule)] == k, "schedule[smallest] must equal max_draft_len"
+
+
+# ------------------------------------------------------------------ every emitted command
+
+
+def _emitted(slug: str, engine: str, tp: int) -> list[Any]:
+    setup, profile = load_setup(hardware="h200", drafter=slug, tp=tp, engine=engine, alpha=0.7)
+    rec = recommend(setup, profile, [1, 8, 64, 256])
+    return [c for c in engine_commands(rec, setup) if c.engine == "trtllm"]
+
+
+@pytest.mark.parametrize("slug", builtin_names("drafters"))
+def test_every_emitted_command_and_yaml_parse(slug: str) -> None:
+    emitted, reasons = 0, []
+    for engine, tp in (("trtllm", 1), ("trtllm:sync", 8), ("sglang", 2)):
+        try:
+            commands = _emitted(slug, engine, tp)
+        except SpecError:  # TP does not split the heads, or trtllm times what it cannot run
+            continue
+        for c in commands:
+            if c.command is None:
+                assert c.reason and "\n" not in c.reason
+                reasons.append(c.reason)
+                continue
+            emitted += 1
+            model, options, extra = parse_serve(list(c.argv), dict(c.files))
+            assert options["--max_batch_size"] == max(c.batches)
+            assert options.get("--tp_size", 1) == tp
+            assert extra is not None
+            # graphs captured up to the batch the command serves, padded
+            assert extra["cuda_graph_config"] == {"enable_padding": True,
+                                                  "max_batch_size": max(c.batches)}
+            assert extra.get("disable_overlap_scheduler", False) == (engine == "trtllm:sync")
+    method = TRTLLM.methods.get(
+        yaml.safe_load((builtin_dir("drafters") / f"{slug}.yaml").read_text())["family"])
+    if method is None:
+        assert emitted == 0, slug
+    elif not emitted:  # a target too large for the GPUs tried, or no published checkpoint
+        assert reasons and all("that fits" in r or "checkpoint" in r for r in reasons), reasons
+
+
+# ------------------------------------------------------------------ settings by hand
+
+
+def _choice(batch: int, nodes: int) -> Choice:
+    return Choice(batch=batch, shape="chain" if nodes else "none", nodes=nodes, depth=nodes,
+                  max_width=1, tau=2.0, round_s=0.01, speedup=1.5,
+                  tokens_per_s_per_user=100.0, throughput=100.0 * batch, fits=True)
+
+
+def _commands(ks: dict[int, int], drafter: str = "eagle3-llama-3.1-8b") -> list[Any]:
+    rows = [_choice(b, k) for b, k in ks.items()]
+    rec = Recommendation(best=rows, best_chain=rows, objective="speedup", engine_trees=None,
+                         schedule_chain=rows)
+    setup, _ = load_setup(drafter=drafter, engine="trtllm")
+    return [c for c in engine_commands(rec, setup) if c.engine == "trtllm"]
+
+
+def _spec(c: Any) -> dict[str, Any] | None:
+    ((_, text),) = c.files
+    return yaml.safe_load(text).get("speculative_config")
+
+
+def test_a_shortening_chain_is_one_server_with_a_schedule() -> None:
+    # 5 at batches 1-8, 3 at 9-64: draft_len_schedule {8: 5, 64: 3}, max_draft_len 5
+    (c,) = _commands({1: 5, 8: 5, 64: 3})
+    assert _spec(c) == {"decoding_type": "Eagle3", "max_draft_len": 5,
+                        "speculative_model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                        "draft_len_schedule": {8: 5, 64: 3}}
+    assert c.batch_range == (1, 64) and c.argv[-2:] == ("--max_batch_size", "64")
+
+
+def test_speculation_that_stops_paying_is_a_cut_off() -> None:
+    # 3 at batches 1-8, none at 9-64: max_concurrency 8
+    (c,) = _commands({1: 3, 8: 3, 64: 0})
+    assert _spec(c) == {"decoding_type": "Eagle3", "max_draft_len": 3,
+                        "speculative_model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                        "max_concurrency": 8}
+
+
+def test_a_lengthening_chain_is_one_server_per_range() -> None:
+    # 2 at 1-8, 4 at 9-64: a schedule's smallest key must hold max_draft_len, so two servers
+    first, second = _commands({1: 2, 8: 2, 64: 4})
+    assert (first.batch_range, _spec(first)["max_draft_len"]) == ((1, 8), 2)
+    assert (second.batch_range, _spec(second)["max_draft_len"]) == ((9, 64), 4)
+    assert "draft_len_schedule" not in _spec(first) and first.argv[-1] == "8"
+
+
+def test_mtp_uses_the_targets_own_layers() -> None:
+    setup, _ = load_setup(drafter="mtp-deepseek-v3", hardware="h200", tp=8, engine="trtllm")
+    rows = [_choice(1, 1)]
+    rec = Recommendation(best=rows, best_chain=rows, objective="speedup", engine_trees=None,
+                         schedule_chain=rows)
+    (c,) = [c for c in engine_commands(rec, setup) if c.engine == "trtllm"]
+    assert list(c.argv[:4]) == ["trtllm-serve", "deepseek-ai/DeepSeek-V3", "--tp_size", "8"]
+    assert _spec(c) == {"decoding_type": "MTP", "max_draft_len": 1}
+
+
+MTP_RELAXED = {"decoding_type": "MTP", "max_draft_len": 3,
+               "use_relaxed_acceptance_for_thinking": True, "relaxed_topk": 10,
+               "relaxed_delta": 0.6}  # TensorRT-LLM tech blog 2's relaxed acceptance
+
+# Refused by TorchLlmArgs as recorded (and the phrase that says why), by hand.
+REFUSED = [
+    ({"speculative_config": {"decoding_type": "Medusa", "max_draft_len": 3}},
+     "decoding_type 'Medusa' (absent from TensorRT-LLM's PyTorch backend)"),
+    ({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3}},
+     "Eagle3 needs speculative_model"),
+    ({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 0,
+                             "speculative_model": "x/y"}}, "max_draft_len must be > 0"),
+    ({"speculative_config": {**MTP_RELAXED, "relaxed_topk": 0}}, "relaxed_topk = 0 must be > 0"),
+    ({"speculative_config": {**MTP_RELAXED, "draft_len_schedule": {4: 2, 8: 1}}},
+     "draft_len_schedule[4] = 2 must equal max_draft_len = 3"),
+    ({"speculative_config": {**MTP_RELAXED, "draft_len_schedule": {4: 3},
+                             "max_concurrency": 4}}, "mutually exclusive"),
+    ({"speculative_config": {"decoding_type": "NGram", "max_draft_len": 3,
+                             "max_concurrency": 8}}, "NGram has no dynamic draft length"),
+    ({"speculative_config": {**MTP_RELAXED, "num_medusa_heads": 4}},
+     "speculative_config.num_medusa_heads is not a field"),
+    ({"cuda_graph_config": {"max_batch_size": 64, "batch_sizes": [1, 8]}},
+     "max_batch_size must equal max(batch_sizes)"),
+    ({"cuda_graph_config": {"enable_padding": "yes"}}, "is not a bool"),
+    ({"kv_cache_config": {"free_gpu_memory_fraction": 1.5}}, "must be <= 1"),
+    ({"disable_overlap": True}, "options.disable_overlap is not a field"),
+]
+
+
+@pytest.mark.parametrize(("options", "why"), REFUSED)
+def test_the_adapter_refuses_what_trtllm_refuses(options: dict[str, Any], why: str) -> None:
+    assert any(why in p for p in TRTLLM.problems(options)), TRTLLM.problems(options)
+
+
+def test_relaxed_acceptance_and_the_deprecated_mtp_key_are_accepted() -> None:
+    assert TRTLLM.problems({"speculative_config": MTP_RELAXED}) == []
+    parse_serve(["trtllm-serve", "m", "--extra_llm_api_options", "x.yaml"],
+                {"x.yaml": yaml.safe_dump({"speculative_config": MTP_RELAXED})})
+    # blog 2's own key: num_nextn_predict_layers, remapped to max_draft_len
+    assert TRTLLM.problems({"speculative_config": {"decoding_type": "MTP", "max_draft_len": 3,
+                                                   "num_nextn_predict_layers": 3}}) == []
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def _run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "specsim", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_a_drafter_trtllm_cannot_run_is_refused_in_one_line() -> None:
+    out = _run("recommend", "--engine", "trtllm", "--drafter", "medusa-vicuna-7b")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1
+    assert "engine trtllm:" in out.stderr and "cannot run the medusa family" in out.stderr
+    assert "absent: Medusa, Lookahead, ExplicitDraftTokens" in out.stderr
+    assert "trtllm.yaml" in out.stderr
+
+
+def test_recommend_prints_the_yaml_beside_the_command() -> None:
+    out = _run("recommend", "--engine", "trtllm", "--drafter", "eagle3-llama-3.1-8b",
+               "--batch", "1,8")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    (i,) = [i for i, line in enumerate(lines) if line.startswith("TensorRT-LLM ")]
+    argv = lines[i].split(": ", 1)[1].split()
+    name = argv[argv.index("--extra_llm_api_options") + 1]
+    assert lines[i + 1] == f"  {name} (the file the command reads, as it must be written):"
+    body = []
+    for line in lines[i + 2:]:
+        if not line.startswith("    "):
+            break
+        body.append(line[4:])
+    parse_serve(argv, {name: "\n".join(body)})
+
+
+def test_plan_writes_each_yaml_its_commands_read(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    result = _run("plan", "--model", "llama-3.1-8b", "--drafter", "eagle3-llama-3.1-8b",
+                  "--engine", "trtllm", "--workload", "chat", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    report = (out / "report.md").read_text()
+    commands = [line for line in report.splitlines() if line.startswith("trtllm-serve ")]
+    assert commands
+    for line in commands:
+        argv = line.split()
+        name = argv[argv.index("--extra_llm_api_options") + 1]
+        parse_serve(argv, {name: (out / name).read_text()})
+
+
+def test_engines_show_trtllm() -> None:
+    out = _run("engines", "show", "trtllm")
+    assert out.returncode == 0, out.stderr
+    assert "kernels_per_layer" in out.stdout and "attentionOp.cpp" in out.stdout
+    assert "trtllm" in _run("engines", "list").stdout
