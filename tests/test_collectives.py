@@ -7,6 +7,8 @@ hardware/h100-sxm.yaml) and interpolated by hand."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -117,3 +119,50 @@ def test_sglang_runs_a_quantization_kernel_before_each_fp8_dense_gemm() -> None:
         sglang, llama) == 128
     assert engine_time.quantized_gemms(llama, "int4") == 0
     assert engine_time.quantized_gemms(load_model("gpt-oss-120b")) == 0
+
+
+def test_sglang_prompts_are_passes_of_their_own_that_decoding_waits_for() -> None:
+    """SGLang runs arriving prompts as a prefill pass before the next decoding step
+    (prefill_mixed false); vLLM mixes them into the step (true). The wait per step: below one
+    arrival a step, that share of one prompt's pass; from one on, one pass of all of them."""
+    from specsim.speculation.setup import load_setup
+    from specsim.speculation.speedup import prefill_pass_s, prefill_stall_s
+
+    assert load_engine("sglang").prefill_mixed is False
+    assert load_engine("vllm").prefill_mixed is True
+    setup, _ = load_setup(model="llama-3.1-8b", hardware="h100-sxm", engine="sglang",
+                          alpha=0.8)
+    one, three = prefill_pass_s(setup, 1000.0, np.array([1.0, 3.0]))
+    stall = prefill_stall_s(setup, 1000.0, np.array([0.0, 0.25, 3.0]))
+    assert stall == pytest.approx([0.0, 0.25 * one, three])
+    # a pass of 1,000 prompt tokens streams the weights once and computes 1,000 tokens:
+    # longer than a one-token step, shorter than three such prompts' pass
+    step = prefill_pass_s(setup, 1.0, np.array([1.0]))[0]
+    assert step < one < three
+
+
+def test_a_sglang_concurrency_row_waits_for_the_arriving_prompts_passes() -> None:
+    """The plain step of an SGLang concurrency row (TPOT, its own prefill left out) is the
+    closed-batch step plus (C - 1) / O arriving prompts' passes per step."""
+    from specsim.measurement import validate as V
+    from specsim.measurement.published import load_published
+    from specsim.speculation.speedup import prefill_stall_s
+
+    row = next(r for r in load_published(["plain-decode-moe-amd"])
+               if r.id == "sglcookbook-b200-dsr1-8k1k-tp8-c16")
+    engine = load_engine("sglang")
+    closed = V.row_parts(dataclasses.replace(row, benchmark="batch"), engine)
+    concurrent = V.row_parts(row, engine)
+    assert row.input_tokens and row.output_tokens
+    arrivals = (row.batch - 1) / row.output_tokens
+    setup, _ = V.row_setup(row, engine)
+    wait = prefill_stall_s(setup, float(row.input_tokens), np.array([arrivals]))[0]
+    assert concurrent.baseline_s == pytest.approx(closed.baseline_s + wait, rel=1e-9)
+
+
+def test_an_engine_whose_prefill_mixing_is_not_a_boolean_names_the_field(tmp_path: Any) -> None:
+    text = (Path(__file__).parents[1] / "engines" / "sglang.yaml").read_text()
+    bad = tmp_path / "eng.yaml"
+    bad.write_text(text.replace("prefill_mixed:\n  value: false", "prefill_mixed:\n  value: 3"))
+    with pytest.raises(SpecError, match=r"eng\.yaml: field 'prefill_mixed' must be true or false"):
+        load_engine(str(bad))

@@ -39,7 +39,13 @@ from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
 from specsim.speculation.draft_cost import draft_passes
-from specsim.speculation.speedup import Candidates, Setup, chunk_share_s, speedup_table
+from specsim.speculation.speedup import (
+    Candidates,
+    Setup,
+    chunk_share_s,
+    prefill_stall_s,
+    speedup_table,
+)
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
 ZEROED = ("op_host_s", "kernel_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
@@ -335,7 +341,11 @@ def prompt_tokens_per_step(row: PublishedRow, tokens_per_round: float) -> float:
 
 def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     """Time the row's round with its engine's host terms at zero (kernel times only); a
-    concurrency row's passes carry the prompts arriving in steady state (chunked prefill)."""
+    concurrency row's passes carry the prompts arriving in steady state: as chunks riding in
+    its steps (chunked prefill), or, on an engine that runs prompts as passes of their own
+    (`Engine.prefill_mixed` false), as those passes' share of each step and round
+    (`prefill_stall_s`, priced with the engine's terms as loaded: a prefill pass is no
+    speculative round, so the fitted round terms do not enter it)."""
     setup, cands = row_setup(row, engine.with_terms(**dict.fromkeys(ZEROED, 0.0)))
     table = speedup_table(setup, [row.batch], cands)
     depth = float(cands.depth[0])
@@ -346,7 +356,12 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
         q = np.array([1.0, float(cands.nodes[0]) + 1.0])
         p = np.array([prompt_tokens_per_step(row, 1.0),
                       prompt_tokens_per_step(row, float(cands.tau[0]))])
-        extra = chunk_share_s(setup, q, p, float(row.batch), context)
+        if engine.prefill_mixed or not row.input_tokens:
+            extra = chunk_share_s(setup, q, p, float(row.batch), context)
+        else:
+            arrivals = float(row.batch) * p / float(row.input_tokens)
+            full, _ = row_setup(row, engine)
+            extra = prefill_stall_s(full, float(row.input_tokens), arrivals)
         baseline, verify = baseline + float(extra[0]), verify + float(extra[1])
     return RoundParts(
         engine=engine.with_spec_overlap(row.spec_overlap), target=setup.target,

@@ -7,7 +7,10 @@ On top of the engine round time of `speedup_table` (batch B, candidate k of N no
 - Chunked prefill: in steady state a batch of B requests finishes B tau / L_out requests per
   round, and as many new prompts arrive; their L_in tokens each ride in the verification pass,
   p = tau L_in / L_out tokens per request per round. The round pays the marginal kernel time
-  of those tokens: T(B (N + 1 + p)) - T(B (N + 1)).
+  of those tokens: T(B (N + 1 + p)) - T(B (N + 1)). An engine that runs arriving prompts as
+  passes of their own (SGLang: `Engine.prefill_mixed` false) pays instead their share of a
+  prefill pass per round, B tau / L_out of them (`speedup.prefill_stall_s`); the latency
+  simulation below still prices a round's prompts as the chunk it carries.
 - Time per output token TPOT = round / tau. Time to first token and the gaps between streamed
   chunks, as distributions (median, p90, p99), come from `serving.latency`: arrivals queue for
   the round's prefill budget C = the engine's token budget per pass minus the decode tokens
@@ -34,7 +37,13 @@ from specsim.forward.shapes import BoolArray, FloatArray
 from specsim.serving.latency import CHUNK_FRACTIONS, Latency, simulate
 from specsim.serving.scenarios import Scenario
 from specsim.specs.defaults import MAX_TOKENS_PER_S
-from specsim.speculation.speedup import Candidates, Setup, chunk_share_s, speedup_table
+from specsim.speculation.speedup import (
+    Candidates,
+    Setup,
+    chunk_share_s,
+    prefill_stall_s,
+    speedup_table,
+)
 
 TP_DEGREES = (1, 2, 4, 8)
 # Every batch size to 16, then about 4% apart up to 1,024 (a user count divides into replicas
@@ -86,8 +95,12 @@ class ServingTable:
 
 def prefill_share_s(setup: Setup, batch: FloatArray, candidates: Candidates,
                     scenario: Scenario) -> FloatArray:
-    """(batch, candidate) marginal seconds of the prompts each round admits (see module doc)."""
+    """(batch, candidate) seconds the prompts each round admits add to it (see module doc)."""
     per_request = candidates.tau * scenario.prompt.mean / scenario.output.mean
+    if setup.engine is not None and not setup.engine.prefill_mixed:
+        arrivals = batch[:, None] * candidates.tau[None, :] / scenario.output.mean
+        stall = prefill_stall_s(setup, float(scenario.prompt.mean), arrivals.ravel())
+        return stall.reshape(arrivals.shape)
     b = np.repeat(batch, candidates.nodes.size)
     q = np.tile(candidates.nodes + 1.0, batch.size)
     extra = chunk_share_s(setup, q, np.tile(per_request, batch.size), b,

@@ -60,6 +60,10 @@ and at the top level (sourced, never fitted):
                            round_request_s) while the GPU runs the next round (SGLang's spec
                            v2 overlap scheduler): a round then takes the longer of the two.
                            `name:sync` / `name:overlap` load an engine with it off / on.
+    prefill_mixed          true where a prompt's prefill chunk rides in a decoding step (vLLM
+                           V1's chunked prefill); false where the engine runs arriving prompts
+                           as a prefill pass of their own before the next decoding step, which
+                           waits (SGLang without --enable-mixed-chunk)
 
 Kernel efficiency is the GPU's (`specsim.specs.hardware.expected_efficiency`), not the engine's.
 `roofline` is the engine with no terms: the idealized GPU of the article.
@@ -95,6 +99,7 @@ OP_KINDS = ("pass", "head", "round", "loop")
 ENGINE_KEYS = ("name", "version", "source", "engine", "launch", "priors",
                "weight_dtype_efficiency",
                "moe_weight_dtype_efficiency", "drafter_ops", "fitted", "spec_overlap",
+               "prefill_mixed",
                "speculative")
 FITTED_KEYS = ("rows", "source", "held_out_error_pct",
                *sorted({k for terms in FITTABLE.values() for k in terms}))
@@ -161,6 +166,7 @@ class Engine:
     moe_expert_floor_s: float = 0.0
     round_request_s: float = 0.0
     spec_overlap: bool = False
+    prefill_mixed: bool = True
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fitted_on: tuple[str, ...] = ()
     fits: dict[str, FittedTerm] = dataclasses.field(default_factory=dict)  # `fitted:` block
@@ -276,6 +282,7 @@ def load_engine(name: str) -> Engine:
                   weight_dtype_efficiency=_dtype_efficiency(f, "weight_dtype_efficiency"),
                   moe_weight_dtype_efficiency=_dtype_efficiency(f, "moe_weight_dtype_efficiency"),
                   spec_overlap=f.boolean("spec_overlap", False),
+                  prefill_mixed=f.boolean("prefill_mixed", True),
                   sources={k.removeprefix("priors."): v for k, v in spec.sources.items()},
                   fitted_on=fitted_on, fits=fits, priors=priors, held_out_error_pct=error,
                   path=spec.path, **numbers)

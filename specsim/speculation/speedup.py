@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from specsim.errors import SpecError, parameter_error
 from specsim.forward.cost import PassCost, pass_cost
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, serving_memory
-from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes
+from specsim.forward.shapes import BoolArray, FloatArray, batch_mix_passes, uniform_passes
 from specsim.specs.acceptance import AcceptanceProfile, marginal_acceptance, tau_prefixes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
@@ -328,6 +328,34 @@ def chunk_share_s(setup: Setup, tokens_per_request: ArrayLike, prompt_per_reques
     if setup.engine is not None:
         extra = extra / engine_time.efficiency(setup.hardware)
     return np.asarray(np.maximum(extra, 0.0))
+
+
+def prefill_pass_s(setup: Setup, prompt_tokens: float, prompts: ArrayLike) -> FloatArray:
+    """Seconds of a prefill pass of its own, (S,): `prompts` prompts of `prompt_tokens` tokens
+    each and no cached context, as an engine that does not mix prompts into decoding steps
+    runs them (`Engine.prefill_mixed` false: the decoding requests wait for it). Priced as a
+    plain pass is: the kernels with the engine's kernel terms at the GPU's efficiency, every
+    kernel's graph cost and the per-pass and per-request host terms (`engine_time.round_time`'s
+    step). Requires an engine."""
+    assert setup.engine is not None
+    n = np.atleast_1d(np.asarray(prompts, dtype=np.float64))
+    shape = uniform_passes(float(prompt_tokens), n, 0.0)
+    gpu = engine_time.achieved_pass_s(setup.engine, setup.hardware, setup.target, shape,
+                                      tp=setup.tp, precision=setup.precision, ep=setup.ep)
+    return np.asarray(engine_time.round_time(
+        setup.engine, setup.target, None, batch=n, step_gpu_s=gpu, verify_gpu_s=gpu,
+        draft_gpu_s=0.0, passes=0.0, weight_dtype=setup.precision.weight_dtype).step_s,
+        dtype=np.float64)
+
+
+def prefill_stall_s(setup: Setup, prompt_tokens: float, arrivals: ArrayLike) -> FloatArray:
+    """Seconds a decoding step (or round) waits, on average, for the prefill passes of the
+    prompts arriving per step, (S,), on an engine that runs them apart (`prefill_pass_s`):
+    below one arrival a step, that share of steps is preceded by one prompt's pass; from one
+    on, every step by one pass holding all of them (the waiting prompts go out together)."""
+    a = np.atleast_1d(np.asarray(arrivals, dtype=np.float64))
+    per_pass = prefill_pass_s(setup, prompt_tokens, np.maximum(a, 1.0))
+    return np.asarray(np.where(a > 0.0, np.minimum(a, 1.0) * per_pass, 0.0))
 
 
 def _kernel_s(setup: Setup, cost: PassCost) -> FloatArray:
