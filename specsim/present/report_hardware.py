@@ -61,9 +61,9 @@ def section_tn(plan: Plan, add: Callable[..., None]) -> None:
         bandwidth, flops = plan.expected_efficiency
         text += (f"the kernels at the GPU's expected efficiency ({bandwidth:g} of its "
                  f"bandwidth, {flops:g} of its peak flops: specsim/specs/transferred.py)")
-    text += (f", plus {engine.name}'s kernel, launch and host terms per pass and per request "
-             f"(engine profile {engine.slug}), as `specsim roofline` prints them (engine_ms). "
-             if engine else ", with no engine terms (the roofline engine). ")
+    text += (f", plus the kernel, launch and host terms per pass and per request of "
+             f"{engine.name} (engine profile {engine.slug}), as `specsim roofline` prints them "
+             "(engine_ms). " if engine else ", with no engine terms (the roofline engine). ")
     others = [slug for slug, _ in plan.calibrated
               if slug.startswith(f"{hw.slug}-") and not hw.is_calibrated]
     if others:
