@@ -701,7 +701,7 @@ def test_a_sweep_reference_to_a_missing_or_different_row_is_one_line(tmp_path: P
         load_published([str(bad)])
 
 
-@pytest.mark.parametrize("slug", ["sglang", "vllm", "hf-eager"])
+@pytest.mark.parametrize("slug", ["sglang", "vllm", "hf-eager", "trtllm"])
 def test_shipped_engine_fit_is_the_fit_on_the_rows_it_names(slug: str) -> None:
     """An engine YAML's fitted terms are what least squares gives on every predictable row of
     that engine (within 2%), and its `fit.rows` names exactly those rows."""
@@ -807,7 +807,7 @@ def test_datasheet_kernels_run_at_the_gpus_expected_bandwidth_and_flops_fraction
     assert engine_time.timing_hardware(engine, calibrated) is calibrated
 
 
-@pytest.mark.parametrize("slug", ["sglang", "vllm", "hf-eager"])
+@pytest.mark.parametrize("slug", ["sglang", "vllm", "hf-eager", "trtllm"])
 def test_fitted_block_states_what_validate_measures(slug: str, results: list[Any]) -> None:
     """An engine YAML's `fitted:` block says what `specsim validate` gives: each term's
     `held_out` is the lowest and highest value of its leave-one-source-out refits (to the 3

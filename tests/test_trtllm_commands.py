@@ -353,3 +353,29 @@ def test_engines_show_trtllm() -> None:
     assert out.returncode == 0, out.stderr
     assert "kernels_per_layer" in out.stdout and "attentionOp.cpp" in out.stdout
     assert "trtllm" in _run("engines", "list").stdout
+
+
+# ------------------------------------------------------------------ validate
+
+
+def test_trtllm_rows_are_predicted_from_sourced_terms() -> None:
+    """The PR 12130 rows (gpt-oss-120b, 8 H200s) are predicted with no term fitted, within 20%
+    each and 10% median; the blog's DeepSeek-R1 MTP rows publish no tau and stay listed."""
+    import numpy as np
+
+    from specsim.measurement.published import load_published
+    from specsim.measurement.validate import NO_TAU, validate
+
+    results = validate([r for r in load_published() if r.engine == "trtllm"])
+    by_id = {v.row.id: v for v in results}
+    predicted = [v for v in results if v.predicted is not None]
+    assert {v.row.id for v in predicted} >= {
+        f"trtllm12130-h200-tp8-gptoss120b-plain-b{b}" for b in (1, 16, 64, 128)} | {
+        f"trtllm12130-h200-tp8-gptoss120b-eagle3-k3-b{b}" for b in (16, 64, 128)} | {
+        "gpustack-h100-qwen3-8b-bf16-tp1-c4-trtllm"}
+    assert all(v.held_out and abs(v.error) < 0.20 for v in predicted), [
+        (v.row.id, v.error) for v in predicted]
+    assert np.median([abs(v.error) for v in predicted]) < 0.10
+    for row in ("trtllm-blog2-b200-dsr1-fp4-mtp3-b1",
+                "trtllm-blog2-b200-dsr1-fp4-mtp3-relaxed-b1"):
+        assert by_id[row].predicted is None and by_id[row].reason == NO_TAU
