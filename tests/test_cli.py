@@ -92,7 +92,7 @@ BAD = [
     (["roofline", "--model", "llama-9"], "unknown model 'llama-9'"),
     (["roofline", "--tokens", "1,x"], "option --tokens: cannot read 'x'"),
     (["roofline", "--tokens", "-5"], "option --tokens"),
-    (["roofline", "--tp", "3"], "option --tp: 3 does not split"),
+    (["roofline", "--tp", "3"], "option --tp: tensor parallel degree 3 must divide the 32"),
     (["roofline", "--weight-dtype", "fp12"], "option --weight-dtype: 'fp12'"),
     (["roofline", "--compute-dtype", "fp4"], "no fp4 peak flops"),
     (["memory", "--memory-fraction", "0"], "option --memory-fraction: must be in (0, 1]"),

@@ -138,7 +138,10 @@ def test_generic_moe(tmp_path: Path) -> None:
     ({"num_key_value_heads": 3}, r"key 'num_key_value_heads' = 3 does not divide"),
     ({"layer_types": ["full_attention", "mamba", "full_attention", "full_attention"]},
      r"cannot model key 'layer_types' \(layer kind 'mamba'\)"),
-    ({"mlp_only_layers": [0]}, r"cannot model key 'mlp_only_layers'"),
+    ({"num_local_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": [9]},
+     r"key 'mlp_only_layers' must list layer indices in 0..3"),
+    ({"num_local_experts": 8, "num_experts_per_tok": 2, "moe_layer_freq": [1, 0]},
+     r"key 'moe_layer_freq' as a list must hold 4 flags of 0 or 1"),
     ({"ssm_cfg": {}}, r"cannot model key 'ssm_cfg'"),
 ])
 def test_contradictory_or_unmodellable_configs(change: dict[str, Any], message: str) -> None:

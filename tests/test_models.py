@@ -14,7 +14,10 @@ from specsim.specs.params import active_params, param_breakdown, total_params, w
 
 REQUIRED = {"llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "qwen3-4b", "qwen3-8b", "qwen3-14b",
             "qwen3-32b", "qwen3-30b-a3b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b",
-            "qwen3-next-80b-a3b"}
+            "qwen3-next-80b-a3b",
+            # frontier models served with speculation (issue 26)
+            "deepseek-r1", "deepseek-v3.2", "kimi-k2", "glm-4.5", "minimax-m2.5",
+            "qwen3-235b-a22b", "llama-4-scout", "llama-4-maverick", "nemotron-3-nano-30b-a3b"}
 
 
 def test_all_required_models_are_built_in() -> None:
@@ -146,7 +149,7 @@ def test_a_file_model_loads(write_yaml) -> None:  # type: ignore[no-untyped-def]
     ({"hidden_size": "big"}, r"field 'hidden_size' must be an integer, got 'big'"),
     ({"num_layers": None}, r"field 'num_layers' is missing"),
     ({"vocab_size": -5}, r"field 'vocab_size' must be in 1..1,000,000,000, got -5"),
-    ({"layer_types": ["full_attention", "mamba"]}, r"unknown kind 'mamba'"),
+    ({"layer_types": ["full_attention", "rwkv"]}, r"unknown kind 'rwkv'"),
     ({"layer_types": ["full_attention"]}, r"'layer_types' has 1 entries, 'num_layers' is 2"),
     ({"moe": {"num_experts": 4, "experts_per_token": 8, "expert_intermediate_size": 64}},
      r"'moe.experts_per_token' must be in 1..4, got 8"),

@@ -18,7 +18,7 @@ from specsim.specs.cache import CacheLayout, kv_layout
 from specsim.specs.defaults import DEFAULT_MEMORY_FRACTION as DEFAULT_MEMORY_FRACTION
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
 from specsim.specs.hardware import Hardware
-from specsim.specs.models import Model
+from specsim.specs.models import Model, check_parallel
 from specsim.specs.params import param_breakdown, total_params, weight_bytes
 
 if TYPE_CHECKING:
@@ -34,16 +34,9 @@ DEFAULT_MAX_SEQS = 256
 
 
 def check_ep(model: Model, ep: int) -> None:
-    """EP must be 1, or divide the routed experts of a mixture-of-experts model."""
-    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
-        raise SpecError(f"expert parallel degree {ep!r} must be an integer >= 1")
-    if ep == 1:
-        return
-    if model.moe is None:
-        raise SpecError(f"expert parallel degree {ep}: {model.name} has no experts (not MoE)")
-    if model.moe.num_experts % ep:
-        raise SpecError(f"expert parallel degree {ep} must divide the {model.moe.num_experts} "
-                        f"routed experts of {model.name}")
+    """EP must be 1, or divide the routed experts of a mixture-of-experts model
+    (`specs.models.check_parallel`, the one check of a parallel layout)."""
+    check_parallel(model, ep=ep)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsim.errors import SpecError
-from specsim.forward.memory import check_ep
 from specsim.forward.shapes import FloatArray, PassShape
-from specsim.specs.cache import attention_layer_kv_bytes_per_token, kv_heads_per_gpu
+from specsim.specs.cache import attention_kv_bytes_per_token, kv_heads_per_gpu
 from specsim.specs.dtypes import BYTES_PER_PARAM, Precision
-from specsim.specs.models import Model
+from specsim.specs.models import Model, check_parallel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,38 +137,22 @@ class _Builder:
             flops=z if flops is None else flops, gemm_m=z, kernel=kernel))
 
 
-def tp_problem(model: Model, tp: int) -> str | None:
-    """Why `model` cannot be split over `tp` GPUs as vLLM and SGLang split it, or None."""
-    h, kvh = model.num_attention_heads, model.num_kv_heads
-    if tp < 1 or h % tp:
-        return f"tensor parallel degree {tp} must divide the {h} attention heads of {model.name}"
-    if kvh % tp and tp % kvh:
-        return (f"tensor parallel degree {tp} and the {kvh} KV heads of {model.name} "
-                "must divide one another")
-    return None
-
-
-def _check_tp(model: Model, tp: int) -> None:
-    problem = tp_problem(model, tp)
-    if problem is not None:
-        raise SpecError(problem)
-
-
 def pass_work(model: Model, shape: PassShape, *, tp: int = 1,
               precision: Precision | None = None, ep: int = 1) -> list[Op]:
     """All ops of S forward passes of `model` on one GPU of a TP group (and an EP group of
     `ep` GPUs over which the routed experts are spread; 1 = experts split by TP)."""
-    _check_tp(model, tp)
-    check_ep(model, ep)
+    check_parallel(model, tp=tp, ep=ep)
     b = _Builder(model, shape, tp, precision or Precision(), ep)
     counts = model.layer_counts
-    attn_layers = counts["full_attention"] + counts["sliding_attention"]
+    attn_layers = model.num_attention_layers
     if model.mla is not None:
         _mla_projections(b, attn_layers)
     else:
         _attention_projections(b, attn_layers)
+    _sparse_indexer(b, attn_layers)
     _attention_kernels(b)
     _linear_attention(b, counts["linear_attention"])
+    _mamba(b, counts["mamba"])
     _mlp(b)
     _layer_glue(b)
     _outside_layers(b)
@@ -230,16 +212,25 @@ def attention_work(shape: PassShape, *, heads: float | FloatArray,
 
 
 def _attention_kernels(b: _Builder) -> None:
-    """Attention over the KV cache, one op per attention kind (full and sliding window)."""
+    """Attention over the KV cache, one op per attention kind (full and sliding window).
+
+    With DeepSeek Sparse Attention each query attends to the `index_topk` cached tokens its
+    indexer selected, not to the whole context: the kernel reads min(context, top-k) latents
+    per request and scores as many (query, key) pairs, which is a window of top-k in what it
+    reads and computes (the selected tokens are scattered, but each is one whole latent row).
+    The q positions one request verifies select overlapping sets and are counted once.
+    """
     m, tp, s = b.model, b.tp, b.shape
     heads = m.num_attention_heads / tp
-    kv_per_token = attention_layer_kv_bytes_per_token(m, tp=tp, kv_dtype=b.kv_dtype)
+    kv_per_token = attention_kv_bytes_per_token(m, tp=tp, kv_dtype=b.kv_dtype)
     if m.mla is not None:  # queries attend over the latent plus its rope key
         qk_dim, v_dim = m.mla.cache_elems_per_token, m.mla.kv_lora_rank
     else:
         qk_dim = v_dim = m.head_dim
     counts = m.layer_counts
-    for kind, window in (("full_attention", np.inf), ("sliding_attention", m.sliding_window)):
+    full_window = float(m.dsa.index_topk) if m.dsa is not None else np.inf
+    for kind, window in (("full_attention", full_window),
+                         ("sliding_attention", m.sliding_window)):
         if not counts[kind]:
             continue
         w = attention_work(s, heads=heads, kv_bytes_per_token=kv_per_token, qk_dim=qk_dim,
@@ -272,15 +263,71 @@ def _linear_attention(b: _Builder, layers: int) -> None:
             kv_read=requests * state, kv_write=requests * state, flops=flops)
 
 
+# Mamba-2 recurrence, per token and state element (Dao & Gu 2024, eq. of the SSM step
+# h_t = exp(dt A) h_{t-1} + dt x_t B_t^T, y_t = h_t C_t): the decay (1 multiply), the rank-1
+# update and its add (2), and C h (multiply and add, 2): 5 flops. The causal convolution costs
+# 2 flops per tap and channel.
+_MAMBA_FLOPS_PER_STATE_ELEM = 5.0
+
+
+def _mamba(b: _Builder, layers: int) -> None:
+    """Mamba-2 layers: in/out projections (heads split by TP), the convolution over x, B, C
+    and the selective scan. Each request's SSM and convolution states are read once and
+    written once per pass; the scan over its q new tokens keeps them on chip."""
+    mb = b.model.mamba
+    if mb is None or layers == 0:
+        return
+    tp, d, inner = b.tp, b.model.hidden_size, mb.intermediate_size
+    b.gemm("mamba_in_proj", layers, d, (inner + mb.conv_dim + mb.num_heads) / tp)
+    b.gemm("mamba_out_proj", layers, inner / tp, d)
+    state = (mb.state_elems * b.sb + mb.conv_state_elems * b.ab) / tp
+    requests = b.shape.requests
+    flops = b.n * (_MAMBA_FLOPS_PER_STATE_ELEM * mb.state_elems
+                   + 2.0 * mb.conv_dim * mb.conv_kernel_size) / tp
+    # reads x, B, C (conv_dim), dt (a scalar per head) and the gate z; writes y
+    activation = b.n * (mb.conv_dim + mb.num_heads + 2 * inner) / tp * b.ab
+    b.other("mamba_scan", "attention", layers, activation=activation, kv_read=requests * state,
+            kv_write=requests * state, flops=flops)
+
+
+# The indexer's logits are FP32 (DeepSeek-V3.2-Exp inference/kernel.py fp8_index returns a
+# float32 [tokens, context] score); the top-k selection reads them back.
+_INDEX_LOGIT_BYTES = 4.0
+
+
+def _sparse_indexer(b: _Builder, layers: int) -> None:
+    """DeepSeek-V3.2's lightning indexer in each attention layer: its projections (replicated
+    on every TP rank: vLLM and SGLang build wq_b, wk and weights_proj as ReplicatedLinear), and
+    its scoring of every cached token for each query, index_n_heads dot products of
+    index_head_dim over the FP8 index keys, weighted and summed per head (DeepSeek-V3.2 report,
+    eq. 1: I_t,s = sum_j w_t,j ReLU(q_t,j . k_s)), then the top-k of those logits."""
+    m = b.model
+    dsa, mla = m.dsa, m.mla
+    if dsa is None or mla is None or layers == 0:
+        return
+    d, heads, dim = m.hidden_size, dsa.index_n_heads, dsa.index_head_dim
+    b.gemm("index_q_proj", layers, mla.q_lora_rank or d, heads * dim)
+    b.gemm("index_k_proj", layers, d, dim)
+    b.gemm("index_weights_proj", layers, d, heads)
+    s = b.shape
+    pairs = s.attention_pairs()
+    key_bytes = dsa.index_key_bytes_per_token
+    b.other("sparse_indexer", "attention", layers,
+            activation=b.n * heads * dim * b.ab + 2.0 * pairs * _INDEX_LOGIT_BYTES,
+            kv_read=s.cached_tokens() * key_bytes, kv_write=b.n * key_bytes,
+            # per (query, key) pair and index head: a dot product (2 dim), ReLU, weight, sum
+            flops=pairs * heads * (2.0 * dim + 3.0))
+
+
 def _mlp(b: _Builder) -> None:
     m, tp = b.model, b.tp
     d = m.hidden_size
     up = 2 if m.gated_mlp else 1
     moe = m.moe
-    dense_layers = moe.dense_layers if moe else m.num_layers
+    dense_layers = m.num_dense_mlp_layers
     b.gemm("mlp_up", dense_layers, d, up * m.intermediate_size / tp)
     b.gemm("mlp_down", dense_layers, m.intermediate_size / tp, d)
-    if moe is None:
+    if moe is None or m.num_moe_layers == 0:
         return
     layers = m.num_moe_layers
     b.gemm("router", layers, d, moe.num_experts)
@@ -292,11 +339,11 @@ def _mlp(b: _Builder) -> None:
     if b.ep > 1:  # E / EP whole experts here: touched ones are E/EP (1 - (1 - k/E)^n)
         ff, touched = moe.expert_intermediate_size, touched / b.ep
         _all_to_all(b, layers)
-    b.gemm("experts_up", layers, d, 2 * ff, m=m_each, count=touched, dtype=b.expert_dtype)
+    b.gemm("experts_up", layers, d, up * ff, m=m_each, count=touched, dtype=b.expert_dtype)
     b.gemm("experts_down", layers, ff, d, m=m_each, count=touched, dtype=b.expert_dtype)
     if moe.num_shared_experts:
         shared_ff = moe.num_shared_experts * moe.shared_expert_intermediate_size / tp
-        b.gemm("shared_up", layers, d, 2 * shared_ff)
+        b.gemm("shared_up", layers, d, up * shared_ff)
         b.gemm("shared_down", layers, shared_ff, d)
 
 
@@ -320,19 +367,20 @@ def _all_to_all(b: _Builder, moe_layers: int) -> None:
     b.other("all_to_all", "all_to_all", 2 * moe_layers, activation=sent)
 
 
-# Two fused add + RMSNorm kernels per layer, each reading the hidden state and the residual and
-# writing both: 4 hidden-sized transfers each.
-_GLUE_TRANSFERS_PER_LAYER = 8
+# One fused add + RMSNorm kernel per sub-layer (a transformer layer has two: before its mixer
+# and before its MLP; a Nemotron-H block one), reading the hidden state and the residual and
+# writing both: 4 hidden-sized transfers.
+_GLUE_TRANSFERS_PER_SUBLAYER = 4
 
 
 def _layer_glue(b: _Builder) -> None:
-    """Norms and residual adds, and the two all-reduces per layer under tensor parallelism."""
+    """Norms and residual adds, and one all-reduce per sub-layer under tensor parallelism."""
     m = b.model
     hidden_bytes = b.n * m.hidden_size * b.ab
-    b.other("norm_residual", "memory", m.num_layers,
-            activation=_GLUE_TRANSFERS_PER_LAYER * hidden_bytes)
+    b.other("norm_residual", "memory", m.num_sublayers,
+            activation=_GLUE_TRANSFERS_PER_SUBLAYER * hidden_bytes)
     if b.tp > 1:
-        b.other("all_reduce", "communication", 2 * m.num_layers, activation=hidden_bytes)
+        b.other("all_reduce", "communication", m.num_sublayers, activation=hidden_bytes)
 
 
 # The sampler reads the logits, writes probabilities and reads them again to sample or to

@@ -110,7 +110,7 @@ def model_rows(model: Model, sizes: ModelSizes) -> list[Row]:
     counts = model.layer_counts
     rows.append({"field": "layer_kinds", "value": ", ".join(f"{k}: {v}" for k, v in counts.items()),
                  "source": model.sources.get("layer_types", source)})
-    for block in ("moe", "mla", "linear_attention"):
+    for block in ("moe", "mla", "dsa", "linear_attention", "mamba"):
         spec = getattr(model, block)
         if spec is not None:
             for k in spec.__dataclass_fields__:

@@ -21,7 +21,6 @@ import numpy as np
 from specsim.engines import EngineAdapter, adapters, block_only, runs_chains, tree_engines
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.forward.memory import serving_memory
-from specsim.forward.ops import tp_problem
 from specsim.measurement.validate import GroupError, held_out_summary
 from specsim.serving.capacity import (
     BATCH_GRID,
@@ -45,7 +44,7 @@ from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import Engine, engine_or_none, load_engine
 from specsim.specs.hardware import Hardware, expected_efficiency, load_hardware
 from specsim.specs.io import builtin_names
-from specsim.specs.models import Model, check_tensor_parallel, load_model
+from specsim.specs.models import Model, check_tensor_parallel, load_model, tp_problem
 from specsim.speculation.recommend import (
     Choice,
     EngineCommand,

@@ -2,9 +2,9 @@
 
 A cache is described by its layout: segments of layers that store `bytes_per_token` per cached
 token (full attention: every token; sliding window: at most `window` tokens) plus a fixed state
-per request (linear attention, a drafter's recurrent state). All sizes are per GPU of a TP group.
-These are properties of the specs (a model's shape, a dtype); what fits in a GPU's memory is
-`specsim.forward.memory`.
+per request (linear attention, Mamba-2 layers, a drafter's recurrent state). All sizes are per
+GPU of a TP group. These are properties of the specs (a model's shape, a dtype); what fits in a
+GPU's memory is `specsim.forward.memory`.
 """
 
 from __future__ import annotations
@@ -70,14 +70,23 @@ def kv_bytes_per_token(*, kv_heads: int, head_dim: int, layers: int = 1, tp: int
     return 2.0 * layers * kv_heads_per_gpu(kv_heads, tp) * head_dim * BYTES_PER_PARAM[kv_dtype]
 
 
-def attention_layer_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
-                                       ) -> float:
-    """Bytes one attention layer of `model` caches per token on one GPU (K and V, or MLA's
-    latent)."""
+def attention_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
+                                 ) -> float:
+    """Bytes of K and V (or MLA's latent) one attention layer of `model` caches per token on
+    one GPU: what its attention kernel reads per cached token."""
     if model.mla is not None:  # one latent per token, replicated on every TP rank
         return model.mla.cache_elems_per_token * BYTES_PER_PARAM[kv_dtype]
     return kv_bytes_per_token(kv_heads=model.num_kv_heads, head_dim=model.head_dim, tp=tp,
                               kv_dtype=kv_dtype)
+
+
+def attention_layer_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
+                                       ) -> float:
+    """Bytes one attention layer of `model` caches per token on one GPU: K and V (or MLA's
+    latent), plus a sparse-attention indexer's own keys (FP8 whatever the cache dtype,
+    replicated on every TP rank like the latent)."""
+    index = model.dsa.index_key_bytes_per_token if model.dsa is not None else 0.0
+    return attention_kv_bytes_per_token(model, tp=tp, kv_dtype=kv_dtype) + index
 
 
 def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "fp32"
@@ -98,4 +107,10 @@ def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype:
         per = la.state_elems * BYTES_PER_PARAM[state_dtype] \
             + la.conv_state_elems * BYTES_PER_PARAM[kv_dtype]
         fixed = linear * per / tp
+    mamba = kinds.count("mamba")
+    if mamba and model.mamba is not None:  # heads (and their state) split over TP
+        mb = model.mamba
+        per = mb.state_elems * BYTES_PER_PARAM[state_dtype] \
+            + mb.conv_state_elems * BYTES_PER_PARAM[kv_dtype]
+        fixed += mamba * per / tp
     return CacheLayout(segments=tuple(segments), fixed_bytes_per_request=fixed)

@@ -30,7 +30,6 @@ _UNMODELLED_KEYS = {
     "ssm_cfg": "state-space (Mamba) layers",
     "mamba_d_state": "state-space (Mamba) layers",
     "attn_layer_indices": "hybrid attention / state-space layers",
-    "hybrid_override_pattern": "hybrid attention / state-space layers",
     "cross_attention_layers": "cross-attention layers",
     "altup_num_inputs": "AltUp per-layer inputs (Gemma 3n)",
     "dual_chunk_attention_config": "dual-chunk attention",
@@ -221,11 +220,6 @@ def _decoder(k: _Keys) -> dict[str, Any]:
     """The generic decoder: dense MLP, or a mixture of experts from the usual keys."""
     if k.has("kv_lora_rank"):
         return _deepseek(k)
-    if k.get("mlp_only_layers"):
-        raise k.cannot("mlp_only_layers", "dense layers between MoE layers")
-    for key in ("decoder_sparse_step", "moe_layer_freq"):
-        if k.int(key, 1) != 1:
-            raise k.cannot(key, "MoE on every n-th layer only")
     experts_key = next((key for key in ("num_local_experts", "num_experts", "n_routed_experts")
                         if k.int(key, 0) > 0), None)
     out: dict[str, Any] = {}
@@ -234,6 +228,32 @@ def _decoder(k: _Keys) -> dict[str, Any]:
     if k.int("num_nextn_predict_layers", 0):
         out["mtp_layers"] = k.int("num_nextn_predict_layers")
     return out
+
+
+def _moe_layer_flags(k: _Keys) -> list[bool]:
+    """Which layers hold experts, from every key the transformers MoE configs use for it:
+    `first_k_dense_replace` (DeepSeek: layers before it are dense), `moe_layer_freq` (DeepSeek:
+    from there, layers with i % freq == 0; MiMo-V2-Flash: a per-layer list of 0/1),
+    `decoder_sparse_step` (Qwen MoE: layers with (i + 1) % step == 0) and `mlp_only_layers`
+    (Qwen MoE: indices kept dense)."""
+    layers = k.int("num_hidden_layers", minimum=1)
+    first = k.int("first_k_dense_replace", 0)
+    freq = k.get("moe_layer_freq", 1)
+    if isinstance(freq, list):
+        if len(freq) != layers or not all(isinstance(v, int) and v in (0, 1) for v in freq):
+            raise SpecError(f"{k.where}: key 'moe_layer_freq' as a list must hold {layers} "
+                            "flags of 0 or 1")
+        flags = [bool(v) for v in freq]
+    else:
+        step = k.int("moe_layer_freq", 1, minimum=1)
+        flags = [i >= first and i % step == 0 for i in range(layers)]
+    sparse = k.int("decoder_sparse_step", 1, minimum=1)
+    dense = k.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or not all(isinstance(i, int) and 0 <= i < layers
+                                              for i in dense):
+        raise SpecError(f"{k.where}: key 'mlp_only_layers' must list layer indices "
+                        f"in 0..{layers - 1}")
+    return [flag and (i + 1) % sparse == 0 and i not in dense for i, flag in enumerate(flags)]
 
 
 def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
@@ -249,8 +269,10 @@ def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
         moe.update(num_shared_experts=1, shared_expert_intermediate_size=shared)
     elif n_shared:
         moe.update(num_shared_experts=n_shared, shared_expert_intermediate_size=k.int(size_key))
-    if k.int("first_k_dense_replace", 0):
-        moe["dense_layers"] = k.int("first_k_dense_replace")
+    flags = _moe_layer_flags(k)
+    dense = len(flags) - sum(flags)
+    if dense:  # only the count matters to the costs (see specs.models.MoE)
+        moe["dense_layers"] = dense
     return moe
 
 
@@ -269,6 +291,85 @@ def _deepseek(k: _Keys) -> dict[str, Any]:
                 "shared_expert_intermediate_size": k.int("moe_intermediate_size")},
         "mtp_layers": k.int("num_nextn_predict_layers", 0),
     }
+
+
+def _deepseek_v32(k: _Keys) -> dict[str, Any]:
+    """DeepSeek-V3.2: V3's layout plus the lightning indexer of DeepSeek Sparse Attention."""
+    return {**_deepseek(k), "dsa": {
+        "index_n_heads": k.int("index_n_heads", minimum=1),
+        "index_head_dim": k.int("index_head_dim", minimum=1),
+        "index_topk": k.int("index_topk", minimum=1),
+    }}
+
+
+# Nemotron-H blocks by their `hybrid_override_pattern` letter (transformers NemotronHConfig
+# layers_block_type): each block is ONE pre-normed mixer: a Mamba-2 layer, an attention layer,
+# a dense MLP or a mixture of experts.
+_NEMOTRON_BLOCKS = {"M": ("mamba", "none"), "*": ("full_attention", "none"),
+                    "-": ("mlp_only", "dense"), "E": ("mlp_only", "moe")}
+
+
+def _nemotron_h(k: _Keys) -> dict[str, Any]:
+    """Nemotron-H (NemotronHForCausalLM): Mamba-2, attention, squared-ReLU MLP (up and down
+    only) and MoE blocks in the order of `hybrid_override_pattern`."""
+    layers = k.int("num_hidden_layers", minimum=1)
+    pattern = k.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or len(pattern) != layers:
+        raise SpecError(f"{k.where}: key 'hybrid_override_pattern' must be a string of "
+                        f"{layers} block letters (M, *, -, E)")
+    bad = sorted(set(pattern) - set(_NEMOTRON_BLOCKS))
+    if bad:
+        raise k.cannot("hybrid_override_pattern", f"block letter {bad[0]!r}")
+    for key, what in (("moe_latent_size", "latent MoE (experts in a projected space)"),
+                      ("use_bias", "Mamba projection biases"), ("mlp_bias", "MLP biases")):
+        if k.get(key):
+            raise k.cannot(key, what)
+    blocks = [_NEMOTRON_BLOCKS[letter] for letter in pattern]
+    out: dict[str, Any] = {
+        "gated_mlp": False,
+        "layer_types": [mixer for mixer, _ in blocks],
+        "mlp_types": [mlp for _, mlp in blocks],
+        "mamba": {
+            "num_heads": k.int("mamba_num_heads", minimum=1),
+            "head_dim": k.int("mamba_head_dim", minimum=1),
+            "state_size": k.int("ssm_state_size", minimum=1),
+            "n_groups": k.int("n_groups", minimum=1),
+            "conv_kernel_size": k.int("conv_kernel", minimum=1),
+        },
+    }
+    if k.has("attention_head_dim"):
+        out["head_dim"] = k.int("attention_head_dim", minimum=1)
+    if "E" in pattern:
+        out["moe"] = {"num_experts": k.int("n_routed_experts", minimum=1),
+                      "experts_per_token": k.int("num_experts_per_tok", minimum=1),
+                      "expert_intermediate_size": k.int("moe_intermediate_size", minimum=1)}
+        if k.int("n_shared_experts", 0):
+            out["moe"].update(num_shared_experts=k.int("n_shared_experts"),
+                              shared_expert_intermediate_size=k.int(
+                                  "moe_shared_expert_intermediate_size", minimum=1))
+    return out
+
+
+def _mimo_v2(k: _Keys) -> dict[str, Any]:
+    """MiMo-V2-Flash: `hybrid_layer_pattern` marks each layer sliding-window (1) or global (0),
+    `moe_layer_freq` lists which layers hold experts (read by the generic MoE block). Its
+    sliding layers have their own KV heads (`swa_num_key_value_heads`) and its values a
+    narrower width (`v_head_dim`) than the keys; the spec has one KV head count and one head
+    width, so both kinds are read with the global layers' KV heads and the key width (K/V of
+    the global layers over-counted (192 + 192) / (192 + 128) = 1.2x, of the 128-token windows
+    under-counted 4 x 384 / (8 x 320) = 0.6x; attention parameters 0.65B over the exact count,
+    0.2% of the total)."""
+    layers = k.int("num_hidden_layers", minimum=1)
+    pattern = k.get("hybrid_layer_pattern")
+    if not isinstance(pattern, list) or len(pattern) != layers or \
+            not all(v in (0, 1) for v in pattern):
+        raise SpecError(f"{k.where}: key 'hybrid_layer_pattern' must list {layers} flags "
+                        "(1 sliding window, 0 global)")
+    kinds = ["sliding_attention" if v else "full_attention" for v in pattern]
+    out: dict[str, Any] = {"moe": _moe_block(k, "n_routed_experts")}
+    if "sliding_attention" in kinds:
+        out.update(sliding_window=k.int("sliding_window", minimum=1), layer_types=kinds)
+    return out
 
 
 def _llama4(k: _Keys) -> dict[str, Any]:
@@ -333,7 +434,7 @@ _TIED = {"tie_word_embeddings": True}
 _UNMODELLED_NAMES = ("mamba", "rwkv", "jamba", "zamba", "recurrentgemma", "xlstm")
 _WEIGHTLESS_QK_NORM = {"Llama4ForConditionalGeneration", "Llama4ForCausalLM"}  # an L2 norm
 _OWN_LAYER_TYPES = {"Qwen3NextForCausalLM", "Llama4ForConditionalGeneration",
-                    "Llama4ForCausalLM"}
+                    "Llama4ForCausalLM", "NemotronHForCausalLM", "MiMoV2FlashForCausalLM"}
 
 _FAMILIES: dict[str, _Family] = {
     "Qwen2ForCausalLM": _Family(qkv_bias=True),
@@ -357,6 +458,9 @@ _FAMILIES: dict[str, _Family] = {
     "Llama4ForCausalLM": _Family(builder=_llama4),
     "DeepseekV2ForCausalLM": _Family(builder=_deepseek),
     "DeepseekV3ForCausalLM": _Family(builder=_deepseek),
+    "DeepseekV32ForCausalLM": _Family(builder=_deepseek_v32),
+    "NemotronHForCausalLM": _Family(builder=_nemotron_h),
+    "MiMoV2FlashForCausalLM": _Family(builder=_mimo_v2),
     "GptOssForCausalLM": _Family(builder=_gpt_oss),
 }
 

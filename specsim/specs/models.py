@@ -1,8 +1,10 @@
 """Target model specs (architecture numbers from each model's config.json) and parameter counts.
 
-A model is a stack of decoder layers of up to three kinds (full attention, sliding-window
-attention, linear attention), each followed by a dense MLP or a mixture of experts. The spec
-holds what the roofline and the memory calculator need, nothing more.
+A model is a stack of decoder layers. Each layer has a token mixer (`layer_types`: full
+attention, sliding-window attention, linear attention, a Mamba-2 state-space mixer, or none)
+and a channel mixer (`mlp_types`: a dense MLP, a mixture of experts, or none). A transformer
+layer has both; a Nemotron-H block has one of the two. The spec holds what the roofline and
+the memory calculator need, nothing more.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
 from specsim.specs.names import read_display_name, read_hub_id
 
-LAYER_KINDS = ("full_attention", "sliding_attention", "linear_attention")
+LAYER_KINDS = ("full_attention", "sliding_attention", "linear_attention", "mamba", "mlp_only")
+ATTENTION_KINDS = ("full_attention", "sliding_attention")
+MLP_KINDS = ("dense", "moe", "none")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +32,10 @@ class MoE:
     expert_intermediate_size: int
     num_shared_experts: int = 0
     shared_expert_intermediate_size: int = 0
-    dense_layers: int = 0  # the first `dense_layers` layers use a dense MLP (DeepSeek-V3: 3)
+    # Layers with a dense MLP instead of experts (DeepSeek-V3: the first 3; Llama 4 Maverick:
+    # every other one). Costs add up per layer, so only the count matters, not where they are;
+    # a model with explicit `mlp_types` says it per layer instead (then 0 here).
+    dense_layers: int = 0
     expert_bias: bool = False  # per-expert biases (gpt-oss)
     weight_dtype: str = ""  # experts stored in another dtype than the rest ("" = same)
 
@@ -79,6 +86,70 @@ class LinearAttention:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Mamba:
+    """Mamba-2 mixer (Dao & Gu 2024, "Transformers are SSMs"; Nemotron-H): `num_heads` heads of
+    `head_dim` channels, each with a `state_size`-wide state; B and C shared by `n_groups`
+    groups of heads; a depthwise causal convolution of `conv_kernel_size` taps over x, B, C."""
+
+    num_heads: int
+    head_dim: int
+    state_size: int
+    n_groups: int
+    conv_kernel_size: int
+
+    def __post_init__(self) -> None:
+        if self.num_heads % self.n_groups:
+            raise SpecError(f"field 'mamba.n_groups' = {self.n_groups} does not divide "
+                            f"'mamba.num_heads' = {self.num_heads}")
+
+    @property
+    def intermediate_size(self) -> int:
+        """Channels of x (and of the gate z and the output y): heads x head_dim."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels the convolution runs over: x plus the groups' B and C."""
+        return self.intermediate_size + 2 * self.n_groups * self.state_size
+
+    @property
+    def state_elems(self) -> int:
+        """SSM state per request per layer: a head_dim x state_size matrix per head."""
+        return self.num_heads * self.head_dim * self.state_size
+
+    @property
+    def conv_state_elems(self) -> int:
+        """Convolution state per request per layer: the last kernel-1 inputs of x, B, C."""
+        return self.conv_dim * (self.conv_kernel_size - 1)
+
+
+# DeepSeek-V3.2's lightning indexer caches its keys in FP8 with one FP32 scale per block of
+# 128 elements (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py: Indexer.k_cache float8_e4m3fn
+# of index_head_dim, k_scale_cache float32 of index_head_dim // block_size, block_size = 128;
+# vLLM's DeepSeek-V3.2 indexer cache stores the same 128 + 4 bytes per token).
+INDEX_KEY_BYTES_PER_ELEM = 1.0
+INDEX_SCALE_BLOCK = 128
+INDEX_SCALE_BYTES = 4.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SparseAttention:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2): a lightning indexer of `index_n_heads` heads
+    of `index_head_dim` scores every cached token for each query; the MLA attention then reads
+    only the `index_topk` best-scoring tokens of the latent cache."""
+
+    index_n_heads: int
+    index_head_dim: int
+    index_topk: int
+
+    @property
+    def index_key_bytes_per_token(self) -> float:
+        """Bytes of the indexer's own key cache per token per layer (FP8 + block scales)."""
+        blocks = -(-self.index_head_dim // INDEX_SCALE_BLOCK)
+        return self.index_head_dim * INDEX_KEY_BYTES_PER_ELEM + blocks * INDEX_SCALE_BYTES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Model:
     """A decoder-only target model; numbers as in its config.json."""
 
@@ -104,6 +175,9 @@ class Model:
     moe: MoE | None = None
     mla: MLA | None = None
     linear_attention: LinearAttention | None = None
+    mamba: Mamba | None = None
+    dsa: SparseAttention | None = None
+    mlp_types: tuple[str, ...] = ()  # per layer; () = dense, or MoE after moe.dense_layers
     mtp_layers: int = 0
     weight_dtype: str = "bf16"
     advertised_params: float = 0.0
@@ -134,18 +208,70 @@ class Model:
             raise SpecError("field 'sliding_window' must be > 0 when sliding layers exist")
         if "linear_attention" in self.layer_types and self.linear_attention is None:
             raise SpecError("field 'linear_attention' is missing but layer_types has linear layers")
+        if "mamba" in self.layer_types and self.mamba is None:
+            raise SpecError("field 'mamba' is missing but layer_types has mamba layers")
+        if self.dsa is not None and self.mla is None:
+            raise SpecError("field 'dsa' (sparse attention) needs the 'mla' block it selects for")
+        self._check_mlp_types()
         for dtype in (self.weight_dtype, self.moe.weight_dtype if self.moe else ""):
             if dtype and dtype not in BYTES_PER_PARAM:
                 raise SpecError(f"field 'weight_dtype' = {dtype!r} is not one of "
                                 f"{', '.join(BYTES_PER_PARAM)}")
+
+    def _check_mlp_types(self) -> None:
+        if not self.mlp_types:
+            return
+        if len(self.mlp_types) != self.num_layers:
+            raise SpecError(f"field 'mlp_types' has {len(self.mlp_types)} entries, "
+                            f"'num_layers' is {self.num_layers}")
+        bad = sorted(set(self.mlp_types) - set(MLP_KINDS))
+        if bad:
+            raise SpecError(f"field 'mlp_types' has unknown kind {bad[0]!r}; "
+                            f"known: {', '.join(MLP_KINDS)}")
+        if "moe" in self.mlp_types and self.moe is None:
+            raise SpecError("field 'moe' is missing but mlp_types has moe layers")
+        if self.moe is not None and self.moe.dense_layers:
+            raise SpecError("give dense layers once: 'mlp_types' per layer or "
+                            "'moe.dense_layers', not both")
+        empty = next((i for i, (mixer, mlp) in enumerate(zip(self.layer_types, self.mlp_types,
+                                                              strict=True))
+                      if mixer == "mlp_only" and mlp == "none"), None)
+        if empty is not None:
+            raise SpecError(f"layer {empty} is 'mlp_only' in 'layer_types' and 'none' in "
+                            "'mlp_types': it has neither a mixer nor an MLP")
 
     @property
     def layer_counts(self) -> Counter[str]:
         return Counter(self.layer_types)
 
     @property
+    def mlp_kinds(self) -> tuple[str, ...]:
+        """Each layer's channel mixer: `mlp_types` as given, else dense for the first
+        moe.dense_layers and experts after them (dense throughout without a moe block)."""
+        if self.mlp_types:
+            return self.mlp_types
+        dense = self.moe.dense_layers if self.moe else self.num_layers
+        return ("dense",) * dense + ("moe",) * (self.num_layers - dense)
+
+    @property
     def num_moe_layers(self) -> int:
-        return self.num_layers - self.moe.dense_layers if self.moe else 0
+        return self.mlp_kinds.count("moe")
+
+    @property
+    def num_dense_mlp_layers(self) -> int:
+        return self.mlp_kinds.count("dense")
+
+    @property
+    def num_attention_layers(self) -> int:
+        counts = self.layer_counts
+        return sum(counts[kind] for kind in ATTENTION_KINDS)
+
+    @property
+    def num_sublayers(self) -> int:
+        """Pre-normed residual blocks: a mixer and an MLP per transformer layer (2), one per
+        Nemotron-H block; each has its norm and, under TP, its all-reduce."""
+        mixers = self.num_layers - self.layer_counts["mlp_only"]
+        return mixers + self.num_layers - self.mlp_kinds.count("none")
 
     @property
     def q_heads_dim(self) -> int:
@@ -165,17 +291,62 @@ class Model:
         return BYTES_PER_PARAM[dtype]
 
 
-def check_tensor_parallel(model: Model, tp: int) -> None:
-    """The TP degrees vLLM and SGLang accept for a model; SpecError naming --tp otherwise.
+def tp_problem(model: Model, tp: int) -> str | None:
+    """Why `model` cannot be split over `tp` GPUs as vLLM and SGLang split it, or None.
 
     Both engines split the query heads evenly (heads % TP == 0) and either split the KV heads
-    (kv_heads % TP == 0) or replicate them (TP % kv_heads == 0).
+    (kv_heads % TP == 0) or replicate them (TP % kv_heads == 0). A Mamba-2 mixer splits its
+    heads too, and its B/C groups unless there is one group to replicate (vLLM
+    model_executor/layers/mamba/mamba_mixer2.py asserts both); linear attention splits its key
+    and value heads. Each problem names the dimension that does not divide.
     """
-    check_int(tp, "tp", low=1, high=MAX_TP)
     heads, kv = model.num_attention_heads, model.num_kv_heads
-    if heads % tp or (kv % tp and tp % kv):
-        raise parameter_error("tp", f"{tp} does not split {model.slug}'s {heads} query and "
-                        f"{kv} KV heads evenly (vLLM and SGLang require it)")
+    degree = f"tensor parallel degree {tp}"
+    if tp < 1 or heads % tp:
+        return f"{degree} must divide the {heads} attention heads of {model.name}"
+    if kv % tp and tp % kv:
+        return f"{degree} and the {kv} KV heads of {model.name} must divide one another"
+    if model.mamba is not None and "mamba" in model.layer_types:
+        mb = model.mamba
+        if mb.num_heads % tp:
+            return f"{degree} must divide the {mb.num_heads} Mamba heads of {model.name}"
+        if mb.n_groups % tp and mb.n_groups != 1:
+            return f"{degree} must divide the {mb.n_groups} Mamba groups of {model.name}"
+    la = model.linear_attention
+    if la is not None and "linear_attention" in model.layer_types:
+        for what, count in (("key", la.num_key_heads), ("value", la.num_value_heads)):
+            if count % tp:
+                return (f"{degree} must divide the {count} linear-attention {what} heads of "
+                        f"{model.name}")
+    return None
+
+
+def ep_problem(model: Model, ep: int) -> str | None:
+    """Why the routed experts of `model` cannot be spread over `ep` GPUs, or None."""
+    if ep == 1:
+        return None
+    if model.moe is None or model.num_moe_layers == 0:
+        return f"expert parallel degree {ep}: {model.name} has no experts (not MoE)"
+    if model.moe.num_experts % ep:
+        return (f"expert parallel degree {ep} must divide the {model.moe.num_experts} routed "
+                f"experts of {model.name}")
+    return None
+
+
+def check_parallel(model: Model, *, tp: int = 1, ep: int = 1) -> None:
+    """The one check of a parallel layout: SpecError naming the option (--tp, --ep) and the
+    dimension of the model it does not divide."""
+    check_int(tp, "tp", low=1, high=MAX_TP)
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
+        raise parameter_error("ep", f"expert parallel degree {ep!r} must be an integer >= 1")
+    for option, problem in (("tp", tp_problem(model, tp)), ("ep", ep_problem(model, ep))):
+        if problem is not None:
+            raise parameter_error(option, problem)
+
+
+def check_tensor_parallel(model: Model, tp: int) -> None:
+    """The TP degrees vLLM and SGLang accept for a model; SpecError naming --tp otherwise."""
+    check_parallel(model, tp=tp)
 
 
 def load_model(name: str) -> Model:
@@ -229,6 +400,9 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
         moe=_moe(f.sub("moe", required=False)),
         mla=_mla(f.sub("mla", required=False)),
         linear_attention=_linear(f.sub("linear_attention", required=False)),
+        mamba=_mamba(f.sub("mamba", required=False)),
+        dsa=_dsa(f.sub("dsa", required=False)),
+        mlp_types=_kinds(f, "mlp_types") if f.has("mlp_types") else (),
         mtp_layers=f.integer("mtp_layers", 0),
         weight_dtype=f.string("weight_dtype", "bf16"),
         advertised_params=advertised.number("params", positive=True) if advertised else 0.0,
@@ -239,13 +413,18 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
     )
 
 
+def _kinds(f: Fields, key: str) -> tuple[str, ...]:
+    """A per-layer list of kinds (`layer_types`, `mlp_types`)."""
+    value = f.value(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise f.error(key, "must be a list of layer kinds")
+    return tuple(value)
+
+
 def _layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
     """Explicit `layer_types`, or a repeating `layer_pattern`, or all full attention."""
     if f.has("layer_types"):
-        value = f.value("layer_types")
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise f.error("layer_types", "must be a list of layer kinds")
-        return tuple(value)
+        return _kinds(f, "layer_types")
     if f.has("layer_pattern"):
         pattern = f.value("layer_pattern")
         if not isinstance(pattern, list) or not pattern or \
@@ -291,4 +470,26 @@ def _linear(f: Fields | None) -> LinearAttention | None:
         key_head_dim=f.integer("key_head_dim", minimum=1),
         value_head_dim=f.integer("value_head_dim", minimum=1),
         conv_kernel_size=f.integer("conv_kernel_size", minimum=1),
+    )
+
+
+def _mamba(f: Fields | None) -> Mamba | None:
+    if f is None:
+        return None
+    return Mamba(
+        num_heads=f.integer("num_heads", minimum=1),
+        head_dim=f.integer("head_dim", minimum=1),
+        state_size=f.integer("state_size", minimum=1),
+        n_groups=f.integer("n_groups", minimum=1),
+        conv_kernel_size=f.integer("conv_kernel_size", minimum=1),
+    )
+
+
+def _dsa(f: Fields | None) -> SparseAttention | None:
+    if f is None:
+        return None
+    return SparseAttention(
+        index_n_heads=f.integer("index_n_heads", minimum=1),
+        index_head_dim=f.integer("index_head_dim", minimum=1),
+        index_topk=f.integer("index_topk", minimum=1),
     )

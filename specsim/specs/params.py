@@ -34,6 +34,33 @@ def attention_params(model: Model) -> float:
     return float(weights + biases + norms + h * model.attention_sinks)
 
 
+def indexer_params(model: Model) -> float:
+    """Parameters of DeepSeek-V3.2's lightning indexer in one layer (DeepSeek-V3.2-Exp
+    inference/model.py, class Indexer): wq_b from the query latent to the index heads, wk from
+    the hidden state to one key, k_norm (a LayerNorm: weight and bias), weights_proj to one
+    weight per index head."""
+    dsa, mla = model.dsa, model.mla
+    if dsa is None or mla is None:
+        return 0.0
+    d, heads, dim = model.hidden_size, dsa.index_n_heads, dsa.index_head_dim
+    q_in = mla.q_lora_rank or d
+    return float(q_in * heads * dim + d * dim + 2 * dim + d * heads)
+
+
+def mamba_params(model: Model) -> float:
+    """Parameters of one Mamba-2 mixer (transformers NemotronHMamba2Mixer): in_proj to z, x, B,
+    C and dt; the depthwise convolution over x, B, C with its bias; dt_bias, A_log and D per
+    head; the gated RMSNorm over x; out_proj. No projection biases (Nemotron-H use_bias:
+    false)."""
+    mb = model.mamba
+    if mb is None:
+        return 0.0
+    d, inner = model.hidden_size, mb.intermediate_size
+    in_proj = d * (inner + mb.conv_dim + mb.num_heads)
+    conv = mb.conv_dim * mb.conv_kernel_size + mb.conv_dim
+    return float(in_proj + conv + 3 * mb.num_heads + inner + inner * d)
+
+
 def linear_attention_params(model: Model) -> float:
     """Parameters of one gated-delta-net linear-attention block."""
     la = model.linear_attention
@@ -54,31 +81,35 @@ def dense_mlp_params(model: Model, intermediate_size: int | None = None) -> floa
 
 
 def expert_params(model: Model) -> float:
-    """Parameters of ONE routed expert (gated MLP, biases where the model has them)."""
+    """Parameters of ONE routed expert (an MLP like the dense one: gated with gate, up and
+    down, or up and down only (Nemotron-H's squared ReLU); biases where the model has them)."""
     assert model.moe is not None
     d, ff = model.hidden_size, model.moe.expert_intermediate_size
     bias = (2 * ff + d) * model.moe.expert_bias
-    return float(3 * d * ff + bias)
+    return float((3 if model.gated_mlp else 2) * d * ff + bias)
 
 
 def param_breakdown(model: Model) -> dict[str, float]:
     """Total parameters per component (all layers summed); MTP modules are not counted."""
     d = model.hidden_size
     counts = model.layer_counts
-    attn_layers = counts["full_attention"] + counts["sliding_attention"]
+    attn_layers = model.num_attention_layers
     out = {
         "embedding": float(model.vocab_size * d),
         "lm_head": 0.0 if model.tie_word_embeddings else float(model.vocab_size * d),
         "attention": attn_layers * attention_params(model),
         "linear_attention": counts["linear_attention"] * linear_attention_params(model),
-        "norms": float((2 * model.num_layers + 1) * d),
+        "norms": float((model.num_sublayers + 1) * d),
+        "mlp": model.num_dense_mlp_layers * dense_mlp_params(model),
     }
+    if model.mamba is not None:
+        out["mamba"] = counts["mamba"] * mamba_params(model)
+    if model.dsa is not None:
+        out["indexer"] = attn_layers * indexer_params(model)
     moe = model.moe
     if moe is None:
-        out["mlp"] = model.num_layers * dense_mlp_params(model)
         return out
     moe_layers = model.num_moe_layers
-    out["mlp"] = moe.dense_layers * dense_mlp_params(model)
     out["router"] = float(moe_layers * (d * moe.num_experts + moe.num_experts * moe.expert_bias))
     out["experts"] = moe_layers * moe.num_experts * expert_params(model)
     out["shared_experts"] = moe_layers * moe.num_shared_experts * dense_mlp_params(
