@@ -11,12 +11,14 @@ reported only as a bound. Every emitted setting is checked against the recorded 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from specsim.engines import (
     EngineCommand,
+    adapter,
     adapters,
     block_only,
     render_command,
@@ -24,11 +26,16 @@ from specsim.engines import (
     target_id,
     tree_engines,
 )
-from specsim.errors import check_int, check_number
+from specsim.errors import SpecError, check_int, check_number, parameter_error
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S_PER_USER, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter
-from specsim.specs.engines import load_engine
+from specsim.specs.engines import Engine, load_engine
+from specsim.speculation.round_structures import (
+    STRUCTURES,
+    StructureOptions,
+    compare_structures,
+)
 from specsim.speculation.speedup import (
     AUTOREGRESSIVE_DEPTHS,
     OBJECTIVES,
@@ -90,11 +97,15 @@ def sglang_candidates(profile: AcceptanceProfile, max_nodes: int, max_steps: int
 
 def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
               max_nodes: int = 64, shape: str = "auto", objective: str = "speedup",
-              max_depth: int | None = None) -> Recommendation:
+              max_depth: int | None = None, round_structures: Sequence[str] = (),
+              structure_options: StructureOptions | None = None) -> Recommendation:
     """The best setting per batch size that an engine runs, with notes on extrapolation.
 
     shape: "chain", "tree", or "auto" (trees when the profile has per-rank acceptance that was
     not derived from chain data). max_depth: deepest chain or tree considered.
+    round_structures: structures beyond one round to compare with the single round
+    (`speculation.round_structures.STRUCTURES`; empty: none), each up to the same depth, with
+    `structure_options` (defaults: the bounds named in `StructureOptions`).
     """
     check_choice("shape", shape, SHAPES)
     check_choice("objective", objective, OBJECTIVES)
@@ -128,9 +139,17 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     best = _best_runnable(drafter, best_chain, sglang, bound, objective)
     _extrapolation_notes(profile, best + best_chain, notes)
     _lengthening_note(setup, schedule_chain, notes)
+    structures = None
+    if round_structures:
+        o = structure_options or StructureOptions()
+        wanted = ("single", *(s for s in round_structures if s != "single"))
+        structures = dataclasses.replace(compare_structures(
+            setup, profile, batches, max_gamma=depth_limit, structures=wanted,
+            stage_acceptance=o.stage_acceptance, device=o.device,
+            head_concentration=o.head_concentration), runs=structure_engines())
     return Recommendation(best=best, best_chain=best_chain, objective=objective,
                           engine_trees=sglang, bound=bound, schedule_chain=schedule_chain,
-                          notes=tuple(notes))
+                          notes=tuple(notes), structures=structures)
 
 
 def serving_batch(choices: list[Choice], min_tokens_per_s_per_user: float = 0.0
@@ -309,3 +328,57 @@ def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     return [dataclasses.replace(c, argv=(*c.argv, *a.cap_args(max(c.batches), c.step_tokens)))
             if c.argv and c.batches else c
             for a in adapters() for c in a.commands(rec, setup)]
+
+
+def structure_engines() -> dict[str, str]:
+    """Per structure, the serving engines that run it (label and version, comma-separated;
+    "" where none does), from the `round_structures` of each engine's speculative block
+    (engines/*.yaml, read from the released wheels)."""
+    runs: dict[str, list[str]] = {s: [] for s in STRUCTURES}
+    for a in adapters():
+        for s in structures_run(a.slug):
+            runs.setdefault(s, []).append(a.label)
+    return {s: ", ".join(v) for s, v in runs.items()}
+
+
+def structures_run(slug: str) -> tuple[str, ...]:
+    """The round structures the engine `slug` runs (its YAML's speculative.round_structures;
+    single rounds only where the block records none)."""
+    args = adapter(slug).args
+    listed = args.rules.get("round_structures", ["single"])
+    if not isinstance(listed, list) or not listed or any(s not in STRUCTURES for s in listed):
+        raise SpecError(f"{args.path}: field 'speculative.round_structures' = {listed!r}: needs "
+                        f"a list of round structures ({', '.join(STRUCTURES)})")
+    return tuple(listed)
+
+
+def check_runs(structure: str, engine: Engine | None) -> None:
+    """Refuse a structure the chosen serving engine does not run (one line naming the option);
+    the roofline and timing-only profiles (no speculative block) run specsim's model of any."""
+    if structure not in STRUCTURES:
+        raise parameter_error("round_structure", f"{structure!r} is not one of "
+                              f"{', '.join(STRUCTURES)}")
+    if engine is None:
+        return
+    slug = engine.base_slug
+    if slug not in {a.slug for a in adapters()}:
+        return
+    runs = structures_run(slug)
+    if structure not in runs:
+        a = adapter(slug)
+        raise parameter_error(
+            "round_structure",
+            f"{structure} is not a round structure {a.label} runs ({a.args.path.name} "
+            f"speculative.round_structures: {', '.join(runs)}); leave the option out to see "
+            "it compared as specsim's model, or give --engine roofline")
+
+
+def requested_structures(option: str, engine: Engine | None) -> tuple[str, ...]:
+    """The structures `recommend --round-structure` compares: "all" every one (each said to
+    run or not), "single" none beyond the single round, a named one (dashes or underscores)
+    only where the chosen engine runs it (`check_runs`)."""
+    name = option.replace("-", "_")
+    if name == "all":
+        return STRUCTURES
+    check_runs(name, engine)
+    return () if name == "single" else ("single", name)
