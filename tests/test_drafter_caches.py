@@ -182,3 +182,23 @@ def test_layerskip_verification_runs_only_the_layers_after_the_exit() -> None:
                           [1, 16], cands)
     assert own.verify_s[:, 0].tolist() == plain.verify_s[:, 0].tolist()
     np.testing.assert_allclose(own.verify_s[:, 1:], 0.75 * plain.verify_s[:, 1:], rtol=1e-12)
+
+
+def test_prompt_lookup_runs_as_vllms_ngram_method_without_a_model() -> None:
+    """vLLM 0.33.0's SpeculativeConfig runs `ngram` (and `suffix`) with no draft model: the
+    emitted config names the method and the chain length, and no `model`."""
+    import json
+
+    from specsim.engines import adapter
+    from specsim.speculation.recommend import engine_commands, recommend
+
+    vllm = adapter("vllm")
+    assert vllm.method(load_drafter("ngram-vicuna-7b")) == "ngram"
+    setup, profile = load_setup(hardware="h100-sxm", drafter="ngram-vicuna-7b", engine="vllm")
+    commands = [c for c in engine_commands(recommend(setup, profile, [1, 8]), setup)
+                if c.engine == "vllm"]
+    assert len(commands) == 1 and commands[0].argv
+    argv = list(commands[0].argv)
+    config = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert config["method"] == "ngram" and "model" not in config
+    assert config["num_speculative_tokens"] >= 1
