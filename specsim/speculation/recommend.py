@@ -116,7 +116,8 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
     depth_limit = limit_depth(setup, profile, max_nodes, max_depth, notes)
     chains = chain_candidates(profile, depth_limit)
     batches = np.atleast_1d(np.asarray(batch, dtype=np.int64))
-    best_chain = _choices(speedup_table(setup, batches, chains), objective)
+    chain_table = speedup_table(setup, batches, chains)
+    best_chain = _choices(chain_table, objective)
     schedule_chain = _schedule_chains(setup, chains, batches, objective)
     use_trees = shape == "tree" or (shape == "auto" and bool(profile.rank_acceptance)
                                     and not profile.ranks_from_chain)
@@ -138,7 +139,8 @@ def recommend(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
                  for t, c in zip(shaped, best_chain, strict=True)]
     best = _best_runnable(drafter, best_chain, sglang, bound, objective)
     _extrapolation_notes(profile, best + best_chain, notes)
-    _lengthening_note(setup, schedule_chain, notes)
+    _lengthening_note(setup, schedule_chain, notes, chain_table)
+    _lengthening_note(setup, best_chain, notes, chain_table)
     structures = None
     if round_structures:
         o = structure_options or StructureOptions()
@@ -249,22 +251,44 @@ def _best_runnable(drafter: Drafter | None, best_chain: list[Choice],
             for row in zip(*options, strict=True)]
 
 
-def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str]) -> None:
+def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
+                      table: SpeedupTable) -> None:
     """Say why, where the per-batch chain lengthens as the batch grows (a dense target at a
-    short context has its longest chain at batch 1): the physical reason, named."""
+    short context has its longest chain at batch 1): the physical reason, named. `table`:
+    the chains at the schedule's batch sizes, whose round parts say whether the round is
+    host-bound there."""
     grows = [(a, b) for a, b in zip(schedule, schedule[1:], strict=False)
              if b.fits and b.nodes > a.nodes]
     if not grows:
         return
     at = grows[0][1].batch
-    if setup.target.moe is not None:
+    rows = np.flatnonzero(table.batch == at)
+    cols = np.flatnonzero((table.candidates.nodes == grows[0][1].nodes)
+                          & (table.candidates.depth == grows[0][1].depth))
+    host = gpu = 0.0
+    if rows.size and cols.size:
+        i, k = int(rows[0]), int(cols[0])
+        per_batch = np.broadcast_to(np.ravel(np.add(table.round_overhead_s,
+                                                    table.round_host_overlap_s)),
+                                    table.batch.shape)
+        host, gpu = float(per_batch[i]), float(table.verify_s[i, k] + table.draft_s[i, k])
+    engine = setup.engine.slug if setup.engine is not None else "the engine"
+    if host > 0.0 and host >= gpu:
+        why = (f"the round is host-bound there: {engine}'s host work per round "
+               f"({host * 1e3:.2f} ms: its round term and per-request round term times the "
+               f"batch, engines/{engine}.yaml) is at least the GPU's verification and "
+               f"drafting ({gpu * 1e3:.2f} ms), and a longer chain spreads that fixed host "
+               "time over more accepted tokens")
+    elif setup.target.moe is not None:
         why = ("the target is a mixture of experts: a larger batch already reads most experts "
                "each step, so verifying more drafted tokens adds few expert weights")
     else:
         why = ("each step reads every request's KV cache, which a round reads once for all its "
                "drafted tokens; at this context that read grows with the batch, and longer "
                "drafts spread it over more tokens")
-    notes.append(f"the per-batch chain lengthens from batch {at}: {why}")
+    note = f"the per-batch chain lengthens from batch {at}: {why}"
+    if note not in notes:
+        notes.append(note)
 
 
 def _extrapolation_notes(profile: AcceptanceProfile, choices: list[Choice],
