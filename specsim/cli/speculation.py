@@ -186,15 +186,36 @@ def recommend(
         help="Write the recommended trees as JSON (parent, depth, rank of every node, tau).")]
     = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing --tree-out file.")] = False,
+    round_structure: Annotated[str, typer.Option(
+        help="Round structures to compare with the single round: all (default), single (none), "
+        "or one of multistage, overlap, adaptive-stop (refused where --engine does not run "
+        "it).")] = "all",
+    stage_acceptance: Annotated[float, typer.Option(
+        help="Multi-stage drafting: factor on each further stage's acceptance (1: as good as "
+        "the first, the bound).")] = 1.0,
+    overlap_device: Annotated[str, typer.Option(
+        help="Overlapped drafting: the drafter on the target's GPU (same) or its own "
+        "(separate).")] = "same",
+    head_concentration: Annotated[float, typer.Option(
+        help="Adaptive stop: Beta concentration of the acceptance head's per-token "
+        "predictions (0: a head that knows each outcome, the bound; default: SpecDec++'s, "
+        "fitted to its published gain).")] = 2.1,
     as_json: JsonOpt = False,
 ) -> None:
     """The best chain or tree per batch size, and per engine a command that runs it."""
     from specsim.engines import adapter, vllm
     from specsim.present.render import context_text, setup_line
+    from specsim.present.round_structures import structure_lines, structure_rows
     from specsim.present.rows import recommend_rows, serving_text
     from specsim.specs.outputs import check_writable
-    from specsim.speculation.recommend import engine_cells, engine_commands, serving_batch
+    from specsim.speculation.recommend import (
+        engine_cells,
+        engine_commands,
+        requested_structures,
+        serving_batch,
+    )
     from specsim.speculation.recommend import recommend as best_settings
+    from specsim.speculation.round_structures import StructureOptions
     from specsim.speculation.setup import load_setup
 
     if tree_out is not None:
@@ -204,8 +225,12 @@ def recommend(
         ranks=str(ranks) if ranks else None, context=parse_context(context), tp=tp,
         draft_cost=draft_cost, precision=precision(weight_dtype, kv_dtype, compute_dtype),
         engine=engine, ep=ep)
+    structures = requested_structures(round_structure, setup.engine)
+    options = StructureOptions(stage_acceptance=stage_acceptance, device=overlap_device,
+                               head_concentration=head_concentration)
     rec = best_settings(setup, profile, parse_ints(batch, "--batch"), max_nodes=max_nodes,
-                        shape=shape, max_depth=max_depth)
+                        shape=shape, max_depth=max_depth, round_structures=structures,
+                        structure_options=options)
     commands = engine_commands(rec, setup)
     rows = recommend_rows(rec, engine_cells(rec, setup.drafter))
     bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
@@ -236,7 +261,9 @@ def recommend(
                       "vllm_speculative_config": vllm.speculative_config(rec, setup.drafter),
                       "serving_batch": serving.batch if serving else None,
                       "notes": list(rec.notes), "acceptance_source": profile.source,
-                      "engine": engine}))
+                      "engine": engine,
+                      "round_structures": structure_rows(rec.structures)
+                      if rec.structures else None}))
         return
     echo(header)
     echo(to_table(rows))
@@ -265,6 +292,10 @@ def recommend(
     if unfit:
         echo(f"does not fit in memory at batch {', '.join(map(str, unfit))} "
              f"(context {context_text(setup.context)}, TP {setup.tp})")
+    if rec.structures:
+        echo("")
+        for line in structure_lines(rec.structures):
+            echo(line)
     if tree_out is not None:
         echo(f"wrote {tree_out}")
 

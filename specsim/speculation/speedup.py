@@ -14,6 +14,7 @@ level); `best_per_batch` picks the candidate that maximizes speedup or throughpu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -41,6 +42,9 @@ from specsim.speculation.trees import (
     ordered_rank_table,
     tree_from_take,
 )
+
+if TYPE_CHECKING:
+    from specsim.speculation.structure_results import StructureComparison
 
 IntArray = NDArray[np.int64]
 # auto: trees when the profile has per-rank acceptance, else chains.
@@ -483,7 +487,9 @@ class Recommendation:
     """Per batch size: the best setting an engine runs, the best chain (what chain engines
     run: vLLM), the best of the EAGLE-tree engines (`engine_trees`: SGLang's tree or block,
     None where no such engine runs the drafter), the unconstrained tree bound, and notes on
-    extrapolation. `engine_commands` turns it into commands."""
+    extrapolation. `engine_commands` turns it into commands. `structures`: the round
+    structures beyond one round compared with the single round per batch size (None where
+    none was asked for; `speculation.round_structures`)."""
 
     best: list[Choice]
     best_chain: list[Choice]
@@ -492,3 +498,4 @@ class Recommendation:
     bound: list[Choice] | None = None
     schedule_chain: list[Choice] = field(default_factory=list)
     notes: tuple[str, ...] = ()
+    structures: StructureComparison | None = None

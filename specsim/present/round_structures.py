@@ -1,0 +1,80 @@
+"""The round-structure comparison of `recommend` as rows and lines (no computation)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specsim.speculation.structure_results import StructureChoice, StructureComparison
+
+Row = dict[str, Any]
+
+# How each structure is named where it is printed.
+LABELS = {"single": "single round", "multistage": "multi-stage (DLoop)",
+          "overlap": "overlapped drafting (PEARL)", "adaptive_stop": "adaptive stop (SpecDec++)"}
+
+
+def structure_rows(c: StructureComparison) -> list[Row]:
+    """One row per (batch, structure): its best setting, its speedup, and its gain over the
+    best single round at that batch (vs_single_pct); run_by names the engines that run it."""
+    single = {r.batch: r.speedup for r in c.rows if r.structure == "single"}
+    return [{"batch": r.batch, "structure": r.structure, "gamma": r.gamma, "stages": r.stages,
+             "threshold": None if math.isnan(r.threshold) else r.threshold, "tau": r.tau,
+             "drafted": r.drafted, "round_ms": r.round_s * 1e3, "speedup": r.speedup,
+             "vs_single_pct": 100.0 * (r.speedup / single[r.batch] - 1.0),
+             "fits": r.fits, "run_by": c.runs.get(r.structure, "")} for r in c.rows]
+
+
+def setting_text(r: StructureChoice, head_concentration: float) -> str:
+    """The setting of one row in words: 'chain of 5', '2 stages of 8', 'cap 8, h 0.30'
+    (a head that knows each outcome stops at the first rejection whatever h below 1)."""
+    if r.structure == "multistage":
+        return f"{r.stages} stage{'s' if r.stages > 1 else ''} of {r.gamma}"
+    if r.structure == "adaptive_stop":
+        if r.threshold >= 1.0:
+            h = "never stops"
+        elif head_concentration == 0.0:
+            h = "stops at the first rejection"
+        else:
+            h = f"h {r.threshold:.2f}"
+        return f"cap {r.gamma}, {h}, {r.drafted:.1f} drafted"
+    return f"chain of {r.gamma}"
+
+
+def structure_lines(c: StructureComparison) -> list[str]:
+    """What `recommend` prints under its commands: per batch, which structure wins and by how
+    much over the single round; which engines run each; the assumptions of the bounds."""
+    single = {r.batch: r for r in c.rows if r.structure == "single"}
+    lines = ["round structures (specsim's model; best setting of each per batch, speedup over "
+             "plain decoding):"]
+    for best in c.best():
+        others = [r for r in c.rows if r.batch == best.batch]
+        parts = "; ".join(f"{LABELS[r.structure]} {setting_text(r, c.head_concentration)} "
+                          f"{r.speedup:.2f}x"
+                          for r in others)
+        base = single[best.batch].speedup
+        verdict = ("the single round wins" if best.structure == "single" else
+                   f"{LABELS[best.structure]} wins, {100 * (best.speedup / base - 1):+.1f}%")
+        lines.append(f"  batch {best.batch}: {parts} -> {verdict}")
+    shown = {r.structure for r in c.rows}
+    for s in LABELS:
+        if s in shown and s != "single":
+            who = c.runs.get(s, "")
+            lines.append(f"  {LABELS[s]}: " + (f"runs on {who}" if who else
+                         "no engine runs it (engines/*.yaml speculative.round_structures)"))
+    if "multistage" in shown:
+        lines.append(f"  multi-stage: each further stage's acceptance x{c.stage_acceptance:g} "
+                     "(--stage-acceptance; 1 is the bound of a drafter as good on its own "
+                     "states as on the target's)")
+    if "overlap" in shown:
+        where = ("on the target's GPU, sharing its HBM" if c.device == "same"
+                 else "on a GPU of its own")
+        lines.append(f"  overlapped drafting: the drafter runs {where} (--overlap-device)")
+    if "adaptive_stop" in shown:
+        head = ("knows each token's outcome, the bound" if c.head_concentration == 0.0
+                else f"predicts per-token acceptance with Beta concentration "
+                f"{c.head_concentration:g}" + (" (SpecDec++'s, fitted to its published gain)"
+                                               if c.specdec_head else ""))
+        lines.append(f"  adaptive stop: the acceptance head {head} (--head-concentration)")
+    return lines

@@ -1,0 +1,400 @@
+"""Rounds beyond one draft and one verification (the article's "Beyond a single round").
+
+Every structure here drafts a chain; alpha_i is the conditional acceptance of chain position i
+(the acceptance profile), s_i = alpha_1 ... alpha_i its survival, tau(g) = 1 + s_1 + ... + s_g
+the tokens of a single round of g draft tokens, V(n) the verification pass scoring n draft
+tokens per request (plus the bonus position) and D(g) the drafting of g tokens, both at the
+round's batch size; H the host work a round adds, H_o the host work an engine overlaps with
+the GPU (`SpeedupTable.round_s`).
+
+single (one round):
+    round = max(V(g) + D(g) + H, H_o),  tokens = tau(g)
+
+multistage (DLoop, Gu et al. 2026): k drafting stages of g tokens each, the drafter standing
+in its own hidden states for the target's it has not got yet, then one verification of all kg:
+    round = max(V(kg) + k D(g) + H, H_o)
+    tokens = 1 + sum_{i<=kg} prod_{l<=i} a_l,  a_{(s-1)g+j} = rho^(s-1) alpha_j
+One verification checks the whole chain, so a token of stage s counts only if every earlier
+token was accepted. Each stage is a fresh block anchored at the previous stage's last token, so
+its positions restart the per-position profile; rho (`stage_acceptance`) is what drafting from
+its own states instead of the target's costs each further stage (1: loop-aware training
+closes that gap entirely, the bound). k = 1 is the single round exactly.
+
+overlap (PEARL, Liu et al. 2024, post-verify): while the target verifies g drafted tokens, the
+drafter drafts the g + 1 after them (its guess for the bonus position, then g more). The bonus
+token equals that guess with probability alpha_{g+1} (the token-wise rule accepts it as a
+draft), so the overlapped draft is used with probability q = s_g alpha_{g+1}; otherwise it is
+thrown away and the next round first drafts alone:
+    round = max(O + H, H_o) + (1 - q) D(g),  tokens = tau(g)
+O is the overlapped part. On the drafter's own GPU (PEARL's setting) O = max(V(g), D(g + 1)).
+On the same GPU both passes stream from one HBM and share its SMs, so the two together take
+at least their bytes over the bandwidth:
+    O = max(V(g), D(g + 1), V_mem(g) + D_mem(g + 1))
+with V_mem, D_mem the passes' times on the same GPU with unbounded flops (their HBM time).
+Where both passes are memory-bound (small batch) O ~ V + D: the overlap hides only the
+drafter's fixed latencies and host time, and the redrafting after a rejection makes it slower
+than a single round. With a free drafter (D = 0) it is the single round exactly.
+
+adaptive_stop (SpecDec++, Huang et al. 2024): the drafter drafts token by token while an
+acceptance head predicts each token's acceptance a_i; it stops after token k once the
+predicted chance of a rejection among the drafted tokens, 1 - a_1 ... a_k, exceeds the
+threshold h, or at the cap g. The head is taken as calibrated: a_i is the token's true
+acceptance, drawn per token from Beta(kappa alpha_i, kappa (1 - alpha_i)) (mean alpha_i).
+kappa (`head_concentration`) is how sharp the head is: 0 a head that knows each token's outcome
+(a_i in {0, 1}: it stops exactly at the first token the target will reject, the bound), inf one
+that knows only alpha_i (the stop is a fixed length and nothing is gained over the best chain).
+Given the a_i the acceptances are independent, so a round yields 1 + sum_{i<=K} a_1 ... a_i
+tokens in expectation and the distribution of the stop K follows by dynamic programming over
+the survival (`stop_lengths`). At batch B the verification scores the requests' mean draft and
+an autoregressive drafter runs as many passes as the longest draft, P(max K <= k) = F(k)^B:
+    round = max(V(E K) + E D(max_b K_b) + H, H_o)
+h = 1 never stops: the single round of g tokens exactly.
+
+Rejected work recycled into the next draft (Token Recycling, ReTrace, Carryover) is not a
+structure here: see docs/round_structures.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats
+
+from specsim.errors import check_int, check_number, parameter_error
+from specsim.forward.shapes import FloatArray
+from specsim.specs.acceptance import AcceptanceProfile, tau_chain, tau_prefixes
+from specsim.speculation import engine_time
+from specsim.speculation.speedup import Setup, SpeedupTable, chain_candidates, speedup_table
+from specsim.speculation.structure_results import (
+    SPECDEC_HEAD_CONCENTRATION,
+    StructureChoice,
+    StructureComparison,
+)
+
+STRUCTURES = ("single", "multistage", "overlap", "adaptive_stop")
+# Where the overlapped drafter runs: on the target's GPU, or on a GPU of its own (PEARL).
+DEVICES = ("same", "separate")
+# Stages the optimizer tries (k = 1..MAX_STAGES). Stage k adds at most g s_g^(k-1) tokens; at
+# s_g = 0.5 (DFlash's 16-token block on Qwen3-8B keeps ~0.19 of its drafts whole: tau 6.5)
+# a fifth stage would add under 1/16 of the first's tokens for a full drafting stage.
+MAX_STAGES = 4
+# Thresholds h the optimizer tries for the adaptive stop; 1.0 (never stop) is always added.
+STOP_THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+# Survival grid of the stop's dynamic program (log-spaced between 1 - h and 1) and the
+# equal-probability atoms a Beta head distribution is cut into; with these the expected
+# tokens of a round agree with a seeded Monte Carlo of 200,000 rounds within its noise
+# (tests/test_round_structures.py).
+SURVIVAL_POINTS = 384
+BETA_ATOMS = 64
+# Flops scale that leaves a pass only its HBM time (the memory part of the roofline).
+UNBOUNDED_FLOPS = 1e9
+
+
+def multistage_alphas(alphas: ArrayLike, stages: int, stage_acceptance: float = 1.0
+                      ) -> FloatArray:
+    """Conditional acceptance of the kg chain positions of k stages of g tokens, (kg,).
+
+    Args:
+        alphas: alpha_1..alpha_g of one stage's positions, shape (g,).
+        stages: k >= 1.
+        stage_acceptance: rho in [0, 1], the factor each further stage multiplies them by.
+    """
+    check_int(stages, "stages", low=1, high=1_000)
+    check_number(stage_acceptance, "stage_acceptance", low=0.0, high=1.0)
+    a = np.asarray(alphas, dtype=np.float64)
+    factor = stage_acceptance ** np.arange(stages, dtype=np.float64)
+    return np.asarray((factor[:, None] * a[None, :]).ravel(), dtype=np.float64)
+
+
+def multistage_tau(alphas: ArrayLike, stages: int, stage_acceptance: float = 1.0) -> float:
+    """Tokens per round of k stages of g tokens verified once (module docstring)."""
+    return float(tau_chain(multistage_alphas(alphas, stages, stage_acceptance)))
+
+
+def overlap_reuse(alphas: ArrayLike) -> float:
+    """q = s_g alpha_{g+1}: the chance the draft made during verification is used, from
+    alpha_1..alpha_{g+1}, shape (g + 1,)."""
+    a = np.asarray(alphas, dtype=np.float64)
+    return float(np.prod(a))
+
+
+def overlapped_s(verify_s: ArrayLike, draft_s: ArrayLike, verify_memory_s: ArrayLike,
+                 draft_memory_s: ArrayLike, device: str = "same") -> FloatArray:
+    """Seconds of a verification and a drafting run at the same time (broadcast shapes).
+
+    same: one GPU; the two share its HBM, so they take at least the sum of their HBM times.
+    separate: the drafter on a GPU of its own; the longer of the two.
+    """
+    if device not in DEVICES:
+        raise parameter_error("device", f"{device!r} is not one of {', '.join(DEVICES)}")
+    longer = np.maximum(np.asarray(verify_s, dtype=np.float64),
+                        np.asarray(draft_s, dtype=np.float64))
+    if device == "separate":
+        return np.asarray(longer)
+    shared = np.asarray(verify_memory_s, dtype=np.float64) + np.asarray(draft_memory_s)
+    return np.asarray(np.maximum(longer, shared))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopLengths:
+    """What an adaptive stop does per round, per threshold h (H thresholds, cap g).
+
+    length_probability: P(the round drafts k tokens), k = 0..g, shape (H, g + 1) (k = 0 has
+        probability 0: a round drafts at least one token).
+    tau: expected tokens per round (accepted + 1), shape (H,).
+    """
+
+    thresholds: FloatArray
+    length_probability: FloatArray
+    tau: FloatArray
+
+    @property
+    def mean_length(self) -> FloatArray:
+        """Expected draft tokens per round, shape (H,)."""
+        k = np.arange(self.length_probability.shape[1], dtype=np.float64)
+        return np.asarray(self.length_probability @ k, dtype=np.float64)
+
+    def longest_probability(self, batch: ArrayLike) -> FloatArray:
+        """P(the longest of B independent requests' drafts is k tokens), (B, H, g + 1)."""
+        b = np.asarray(batch, dtype=np.float64).reshape(-1, 1, 1)
+        cdf = np.clip(np.cumsum(self.length_probability, axis=1), 0.0, 1.0)[None]
+        at_most = cdf ** b
+        below = np.concatenate([np.zeros_like(at_most[..., :1]), at_most[..., :-1]], axis=-1)
+        return np.asarray(at_most - below, dtype=np.float64)
+
+
+def head_atoms(alpha: float, concentration: float) -> tuple[FloatArray, FloatArray]:
+    """Per-token acceptances a calibrated head predicts, as (values, probabilities) with mean
+    alpha: Beta(kappa alpha, kappa (1 - alpha)) cut into BETA_ATOMS equal-probability bins,
+    each at its conditional mean; kappa = 0: {0, 1}; kappa = inf: {alpha}."""
+    if concentration == 0.0 or alpha in (0.0, 1.0):
+        return np.array([0.0, 1.0]), np.array([1.0 - alpha, alpha])
+    if math.isinf(concentration):
+        return np.array([alpha]), np.array([1.0])
+    a, b = concentration * alpha, concentration * (1.0 - alpha)
+    edges = stats.beta.ppf(np.linspace(0.0, 1.0, BETA_ATOMS + 1), a, b)
+    # E[X 1{X <= x}] = alpha I_x(a + 1, b): each bin's conditional mean, means exactly alpha.
+    partial = alpha * stats.beta.cdf(edges, a + 1.0, b)
+    values = np.clip(np.diff(partial) * BETA_ATOMS, 0.0, 1.0)
+    return values, np.full(BETA_ATOMS, 1.0 / BETA_ATOMS)
+
+
+def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: float = 0.0
+                 ) -> StopLengths:
+    """The adaptive stop's draft lengths and tokens per round (module docstring).
+
+    Args:
+        alphas: alpha_1..alpha_g, the mean acceptance of each position; g is the cap, (g,).
+        thresholds: h in [0, 1] per setting, (H,); 1 never stops (a chain of g).
+        head_concentration: kappa >= 0 of the head's Beta spread (0: it knows each outcome;
+            inf: it knows only alpha_i).
+    """
+    a = np.asarray(alphas, dtype=np.float64)
+    h = np.atleast_1d(np.asarray(thresholds, dtype=np.float64))
+    if a.ndim != 1 or a.size == 0:
+        raise parameter_error("alphas", "need one or more positions")
+    if np.any(~((h >= 0.0) & (h <= 1.0))):
+        raise parameter_error("threshold", f"must lie in [0, 1], got {h}")
+    if not head_concentration >= 0.0:
+        raise parameter_error("head_concentration", f"must be >= 0, got {head_concentration}")
+    atoms = [head_atoms(float(x), head_concentration) for x in a]
+    lengths = np.zeros((h.size, a.size + 1))
+    tau = np.ones(h.size)
+    for i, threshold in enumerate(h.tolist()):
+        if threshold >= 1.0:  # never stops: the chain of g
+            lengths[i, -1] = 1.0
+            tau[i] = float(tau_chain(a))
+            continue
+        lengths[i], tau[i] = _stop_program(atoms, 1.0 - threshold)
+    return StopLengths(thresholds=h, length_probability=lengths, tau=tau)
+
+
+def _stop_program(atoms: Sequence[tuple[FloatArray, FloatArray]], floor: float
+                  ) -> tuple[FloatArray, float]:
+    """(P(K = k) for k = 0..g, expected tokens) of the stop at survival below `floor`.
+
+    The continuing rounds' survival s = a_1 ... a_k lies in [floor, 1]; it is kept as mass on a
+    log-spaced grid there (linear in log s between neighbours, exact where an atom is 0 or 1).
+    """
+    cap = len(atoms)
+    low = math.log(floor) if floor > 0.0 else -1.0
+    grid = np.linspace(low, 0.0, SURVIVAL_POINTS) if floor > 0.0 else np.zeros(1)
+    survival = np.exp(grid)
+    mass = np.zeros(grid.size)
+    mass[-1] = 1.0  # nothing drafted yet: survival 1
+    lengths = np.zeros(cap + 1)
+    tokens = 1.0
+    for k, (values, probs) in enumerate(atoms, start=1):
+        s = survival[:, None] * values[None, :]
+        m = mass[:, None] * probs[None, :]
+        tokens += float((m * s).sum())  # token k is accepted with probability s_k
+        stop = (s < floor) | (k == cap)
+        lengths[k] = float(m[stop].sum())
+        mass = _regrid(np.log(np.where(stop, 1.0, s)), np.where(stop, 0.0, m), grid)
+    return lengths, tokens
+
+
+def _regrid(log_s: FloatArray, mass: FloatArray, grid: FloatArray) -> FloatArray:
+    """Mass at log survivals put on the grid, split linearly between the two nearest points."""
+    if grid.size == 1:
+        return np.array([float(mass.sum())])
+    step = grid[1] - grid[0]
+    x = np.clip((log_s.ravel() - grid[0]) / step, 0.0, grid.size - 1.0)
+    lo = np.minimum(np.floor(x).astype(np.intp), grid.size - 2)
+    frac = x - lo
+    w = mass.ravel()
+    return np.asarray(np.bincount(lo, w * (1.0 - frac), grid.size)
+                      + np.bincount(lo + 1, w * frac, grid.size), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StructureOptions:
+    """The assumptions a structure comparison is made under (module docstring).
+
+    stage_acceptance: rho of multi-stage drafting (1: each stage as good as the first, the
+    bound DLoop's loop-aware training aims at). device: where the overlapped drafter runs
+    ("same": the target's GPU, sharing its HBM). head_concentration: kappa of the adaptive
+    stop's acceptance head (0: a head that knows each token's outcome, the bound; default:
+    SpecDec++'s head, SPECDEC_HEAD_CONCENTRATION).
+    """
+
+    stage_acceptance: float = 1.0
+    device: str = "same"
+    head_concentration: float = SPECDEC_HEAD_CONCENTRATION
+
+
+def compare_structures(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, *,
+                       max_gamma: int, structures: Sequence[str] = STRUCTURES,
+                       max_stages: int = MAX_STAGES, stage_acceptance: float = 1.0,
+                       device: str = "same",
+                       head_concentration: float = SPECDEC_HEAD_CONCENTRATION,
+                       thresholds: Sequence[float] = STOP_THRESHOLDS) -> StructureComparison:
+    """Per batch size, the best setting of each structure (module docstring), all timed on the
+    setup's GPU and engine from one table of chains.
+
+    max_gamma: the most draft tokens a stage (or the stop's cap) holds: the drafter's block
+    or chain limit. The optimizer picks g (and k, h) per batch size by speedup.
+    """
+    for s in structures:
+        if s not in STRUCTURES:
+            raise parameter_error("round_structure", f"{s!r} is not one of "
+                                  f"{', '.join(STRUCTURES)}")
+    check_int(max_gamma, "max_gamma", low=1, high=1_000)
+    check_int(max_stages, "max_stages", low=1, high=64)
+    check_number(stage_acceptance, "stage_acceptance", low=0.0, high=1.0)
+    if device not in DEVICES:
+        raise parameter_error("device", f"{device!r} is not one of {', '.join(DEVICES)}")
+    longest = max(max_stages * max_gamma, max_gamma + 1)
+    alphas = np.asarray(profile.alphas(longest), dtype=np.float64)
+    batches = np.atleast_1d(np.asarray(batch, dtype=np.int64))
+    chains = chain_candidates(profile, longest)
+    table = speedup_table(setup, batches, chains)
+    parts: dict[str, list[StructureChoice]] = {}
+    for s in structures:
+        if s == "single":
+            parts[s] = _single(table, alphas, max_gamma)
+        elif s == "multistage":
+            parts[s] = _multistage(table, alphas, max_gamma, max_stages, stage_acceptance)
+        elif s == "overlap":
+            parts[s] = _overlap(setup, table, alphas, max_gamma, device)
+        else:
+            parts[s] = _adaptive(table, alphas, max_gamma, head_concentration, thresholds)
+    rows = [parts[s][i] for i in range(batches.size) for s in STRUCTURES if s in parts]
+    return StructureComparison(rows=tuple(rows), stage_acceptance=stage_acceptance,
+                               device=device, head_concentration=head_concentration)
+
+
+def _round(table: SpeedupTable, verify: FloatArray, draft: FloatArray) -> FloatArray:
+    """A speculative round's seconds from its verification and drafting, (B, K) each."""
+    overhead = np.reshape(table.round_overhead_s, (-1, 1))
+    hidden = np.reshape(table.round_host_overlap_s, (-1, 1))
+    return np.asarray(np.maximum(verify + draft + overhead, hidden))
+
+
+def _pick(structure: str, table: SpeedupTable, tau: FloatArray, round_s: FloatArray,
+          gamma: FloatArray, stages: FloatArray, threshold: FloatArray, drafted: FloatArray
+          ) -> list[StructureChoice]:
+    """Per batch the candidate (columns of round_s, (B, K)) with the highest speedup."""
+    speedup = tau[None, :] * table.baseline_s[:, None] / round_s
+    best = np.argmax(np.round(speedup, 12), axis=1)  # ties: the first (smallest) candidate
+    fits = np.broadcast_to(np.asarray(table.fits, dtype=bool), table.batch.shape)
+    rows = []
+    for i, k in enumerate(best.tolist()):
+        per_user = float(tau[k] / round_s[i, k])
+        rows.append(StructureChoice(
+            batch=int(table.batch[i]), structure=structure, gamma=int(gamma[k]),
+            stages=int(stages[k]), threshold=float(threshold[k]), tau=float(tau[k]),
+            drafted=float(drafted[k]), round_s=float(round_s[i, k]),
+            speedup=float(speedup[i, k]), tokens_per_s_per_user=per_user,
+            throughput=float(table.batch[i]) * per_user, fits=bool(fits[i])))
+    return rows
+
+
+def _single(table: SpeedupTable, alphas: FloatArray, max_gamma: int) -> list[StructureChoice]:
+    g = np.arange(1, max_gamma + 1)
+    tau = tau_prefixes(np.cumprod(alphas[:max_gamma]))[1:]
+    round_s = _round(table, table.verify_s[:, g], table.draft_s[:, g])
+    nan = np.full(g.size, np.nan)
+    return _pick("single", table, tau, round_s, g.astype(np.float64), np.ones(g.size), nan,
+                 g.astype(np.float64))
+
+
+def _multistage(table: SpeedupTable, alphas: FloatArray, max_gamma: int, max_stages: int,
+                rho: float) -> list[StructureChoice]:
+    g, k = (x.ravel() for x in np.meshgrid(np.arange(1, max_gamma + 1),
+                                           np.arange(1, max_stages + 1)))
+    tau = np.array([multistage_tau(alphas[:gi], int(ki), rho)
+                    for gi, ki in zip(g.tolist(), k.tolist(), strict=True)])
+    round_s = _round(table, table.verify_s[:, g * k], k * table.draft_s[:, g])
+    nan = np.full(g.size, np.nan)
+    return _pick("multistage", table, tau, round_s, g.astype(np.float64),
+                 k.astype(np.float64), nan, (g * k).astype(np.float64))
+
+
+def _overlap(setup: Setup, table: SpeedupTable, alphas: FloatArray, max_gamma: int,
+             device: str) -> list[StructureChoice]:
+    g = np.arange(1, max(max_gamma, 2))  # the overlapped draft holds g + 1 <= max_gamma
+    verify_mem, draft_mem = _memory_times(setup, table)
+    together = overlapped_s(table.verify_s[:, g], table.draft_s[:, g + 1], verify_mem[:, g],
+                            draft_mem[:, g + 1], device)
+    reuse = np.cumprod(alphas)[g]  # s_g alpha_{g+1} = s_{g+1}
+    round_s = _round(table, together, np.zeros_like(together)) \
+        + (1.0 - reuse) * table.draft_s[:, g]
+    tau = tau_prefixes(np.cumprod(alphas[:max_gamma]))[g]
+    nan = np.full(g.size, np.nan)
+    drafted = g + 1.0 + (1.0 - reuse) * g  # g + 1 overlapped, g more after a rejection
+    return _pick("overlap", table, tau, round_s, g.astype(np.float64), np.ones(g.size), nan,
+                 drafted)
+
+
+def _memory_times(setup: Setup, table: SpeedupTable) -> tuple[FloatArray, FloatArray]:
+    """(verification, drafting) HBM seconds of every chain in `table`, (B, K) each: the same
+    passes' kernel time on the GPU with unbounded flops, in the table's achieved seconds."""
+    hw = setup.hardware
+    unbounded = dataclasses.replace(
+        hw, peak_flops_per_s={k: v * UNBOUNDED_FLOPS for k, v in hw.peak_flops_per_s.items()},
+        achievable_flops_per_s={k: v * UNBOUNDED_FLOPS
+                                for k, v in hw.achievable_flops_per_s.items()})
+    memory = speedup_table(dataclasses.replace(setup, hardware=unbounded, engine=None),
+                           table.batch, table.candidates)
+    scale = 1.0 / engine_time.efficiency(hw) if setup.engine is not None else 1.0
+    return memory.verify_s * scale, memory.draft_s * scale
+
+
+def _adaptive(table: SpeedupTable, alphas: FloatArray, max_gamma: int, concentration: float,
+              thresholds: Sequence[float]) -> list[StructureChoice]:
+    h = np.array(sorted({*thresholds, 1.0}), dtype=np.float64)
+    stop = stop_lengths(alphas[:max_gamma], h, concentration)
+    n = np.arange(max_gamma + 1, dtype=np.float64)
+    mean = stop.mean_length
+    verify = np.stack([np.interp(mean, n, row) for row in table.verify_s[:, :max_gamma + 1]])
+    longest = stop.longest_probability(table.batch)  # (B, H, g + 1)
+    draft = np.einsum("bhk,bk->bh", longest, table.draft_s[:, :max_gamma + 1])
+    round_s = _round(table, verify, draft)
+    cap = np.full(h.size, float(max_gamma))
+    return _pick("adaptive_stop", table, stop.tau, round_s, cap, np.ones(h.size), h, mean)
