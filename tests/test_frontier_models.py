@@ -22,7 +22,7 @@ from specsim.specs.hf_import import import_config
 from specsim.specs.io import read_spec_file
 from specsim.specs.models import Model, check_parallel, load_model, model_from_file
 from specsim.specs.outputs import write_yaml
-from specsim.specs.params import total_params
+from specsim.specs.params import param_breakdown, total_params
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf_configs"
 
@@ -180,9 +180,9 @@ NEMOTRON_SMALL = {"architectures": ["NemotronHForCausalLM"], "hidden_size": 256,
 
 @pytest.mark.parametrize("change, message", [
     ({"hybrid_override_pattern": "M*MX"}, r"cannot model key 'hybrid_override_pattern' "
-                                          r"\(block letter 'X'\)"),
-    ({"hybrid_override_pattern": "M*M"}, r"must be a string of 4 block letters"),
-    ({"moe_latent_size": 1024}, r"cannot model key 'moe_latent_size'"),
+                                          r"\(block 'X'\)"),
+    ({"hybrid_override_pattern": "M*M"}, r"key 'hybrid_override_pattern' must give 4 blocks"),
+    ({"use_bias": True}, r"cannot model key 'use_bias' \(Mamba projection biases\)"),
     ({"mamba_num_heads": None}, r"missing key 'mamba_num_heads'"),
     ({"n_groups": 3}, r"'mamba.n_groups' = 3 does not divide 'mamba.num_heads' = 8"),
 ])
@@ -238,3 +238,87 @@ def test_cli_refuses_a_layout_in_one_line(args: list[str], line: str) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"specsim: error: {line} of "
                                                   f"{load_model(args[1]).name}"]
+
+
+def test_qwen3_5_gated_delta_net_moe(tmp_path: Path) -> None:
+    """Qwen3.5-397B-A17B: `layer_types` lists 45 linear-attention and 15 full-attention layers
+    (every 4th full), 512 experts top-10 with a shared expert, one MTP layer; no dense MLP
+    width is given and none is used."""
+    model = _model(_config("qwen3.5-397b-a17b"), tmp_path)
+    assert model.layer_counts == {"linear_attention": 45, "full_attention": 15}
+    assert model.layer_types[3] == "full_attention" and model.attention_output_gate
+    assert model.moe is not None and (model.moe.num_experts, model.moe.experts_per_token) == \
+        (512, 10)
+    assert model.num_dense_mlp_layers == 0 and model.mtp_layers == 1
+    assert model.linear_attention is not None and model.linear_attention.num_value_heads == 64
+
+
+def test_glm5_indexers_own_and_shared(tmp_path: Path) -> None:
+    """GLM-5 runs a lightning indexer (32 heads x 128) in each of its 78 MLA layers. GLM-5.2
+    marks 57 of them 'shared' (`indexer_types`), reusing the layer before's top-k: 21 indexers
+    and their keys remain; its `mlp_layer_types` keeps the first 3 layers dense. Cache per token
+    (bf16 latent 512 + 64): 78 x 1152 + 21 x (128 + 4) bytes."""
+    glm5, glm52 = _model(_config("glm-5"), tmp_path, "g5"), _model(_config("glm-5.2"), tmp_path,
+                                                                    "g52")
+    assert glm5.dsa is not None and glm5.num_indexer_layers == 78
+    assert glm52.num_indexer_layers == 21 and glm52.num_moe_layers == 75
+    assert kv_layout(glm52).bytes_per_token == 78 * 1152 + 21 * 132
+    indexer = 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32  # wq_b, wk, k_norm, weights
+    assert total_params(glm5) - total_params(glm52) == (78 - 21) * indexer
+    ops = _ops(glm52, 2, 10_000)
+    assert ops["sparse_indexer"].layers == 21 and ops["attention"].layers == 78
+    # a config that names its layers 'deepseek_sparse_attention' reads them as MLA layers
+    named = _model({**_config("glm-5"), "layer_types": ["deepseek_sparse_attention"] * 78},
+                   tmp_path, "named")
+    assert named.layer_counts == {"full_attention": 78}
+
+
+def test_nemotron_3_latent_moe(tmp_path: Path) -> None:
+    """Nemotron 3 Super: the router reads the 4096-wide token, fc1_latent_proj takes it to the
+    1024 latent where 512 squared-ReLU experts (up and down, 2688 wide) work, fc2_latent_proj
+    brings it back; the shared expert (5376) works at full width. Under EP the dispatch carries
+    the latent: 22 copies of 1024 bf16 values per token, (EP - 1)/EP of them away."""
+    model = _model(_config("nvidia-nemotron-3-super-120b-a12b-fp8"), tmp_path)
+    moe_layers = _config("nvidia-nemotron-3-super-120b-a12b-fp8")[
+        "hybrid_override_pattern"].count("E")
+    assert model.num_moe_layers == moe_layers == 40
+    parts = param_breakdown(model)
+    assert parts["experts"] == 40 * 512 * 2 * 1024 * 2688
+    assert parts["latent_projections"] == 40 * 2 * 4096 * 1024
+    assert parts["shared_experts"] == 40 * 2 * 4096 * 5376
+    ops = {op.name: op for op in pass_work(model, decode_passes(np.array([4.0]), 1_000), ep=8)}
+    assert ops["experts_up"].gemm_k == 1024 and ops["experts_down"].gemm_n == 1024
+    assert ops["moe_latent_in"].gemm_k == 4096 and ops["moe_latent_in"].gemm_n == 1024
+    assert float(ops["all_to_all"].activation_bytes[0]) == pytest.approx(
+        4 * 1024 * 2 * 22 * 7 / 8)
+
+
+def test_nemotron_block_list_without_layer_count(tmp_path: Path) -> None:
+    """Nemotron 3 Ultra lists its 108 blocks by name (`layers_block_type`) and gives no
+    num_hidden_layers."""
+    config = _config("nvidia-nemotron-3-ultra-550b-a55b-bf16")
+    assert "num_hidden_layers" not in config
+    names = config["layers_block_type"]
+    model = _model(config, tmp_path)
+    assert model.num_layers == len(names) == 108
+    assert model.layer_counts["mamba"] == names.count("mamba")
+    assert model.num_moe_layers == names.count("moe")
+    assert model.layer_counts["full_attention"] == names.count("attention")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"indexer_types": ["full", "reuse"] * 39},
+     r"key 'indexer_types' must list 78 kinds, 'full' or 'shared'"),
+    ({"mlp_layer_types": ["dense"] * 77}, r"key 'mlp_layer_types' must list 78 kinds"),
+])
+def test_bad_glm5_layer_lists(change: dict[str, Any], message: str, tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=message):
+        _model({**_config("glm-5"), **change}, tmp_path)
+
+
+def test_unknown_nemotron_block_name(tmp_path: Path) -> None:
+    config = {k: v for k, v in NEMOTRON_SMALL.items() if k != "hybrid_override_pattern"}
+    config["layers_block_type"] = ["mamba", "attention", "mamba", "cross"]
+    with pytest.raises(SpecError, match=r"cannot model key 'layers_block_type' "
+                                        r"\(block 'cross'\)"):
+        _model(config, tmp_path)

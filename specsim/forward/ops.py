@@ -149,7 +149,7 @@ def pass_work(model: Model, shape: PassShape, *, tp: int = 1,
         _mla_projections(b, attn_layers)
     else:
         _attention_projections(b, attn_layers)
-    _sparse_indexer(b, attn_layers)
+    _sparse_indexer(b, model.num_indexer_layers)
     _attention_kernels(b)
     _linear_attention(b, counts["linear_attention"])
     _mamba(b, counts["mamba"])
@@ -331,6 +331,10 @@ def _mlp(b: _Builder) -> None:
         return
     layers = m.num_moe_layers
     b.gemm("router", layers, d, moe.num_experts)
+    e = moe.latent_size or d  # the width the experts read and write (latent MoE: the latent)
+    if moe.latent_size:  # one Linear each way, read whole on every TP rank (as TensorRT-LLM's
+        b.gemm("moe_latent_in", layers, d, e)  # Nemotron-H MoE builds fc1/fc2_latent_proj)
+        b.gemm("moe_latent_out", layers, e, d)
     touched = expected_distinct_experts(moe.num_experts, moe.experts_per_token,
                                         b.shape.independent_tokens(ROUTING_LOCALITY))
     routed = b.n * moe.experts_per_token
@@ -339,8 +343,8 @@ def _mlp(b: _Builder) -> None:
     if b.ep > 1:  # E / EP whole experts here: touched ones are E/EP (1 - (1 - k/E)^n)
         ff, touched = moe.expert_intermediate_size, touched / b.ep
         _all_to_all(b, layers)
-    b.gemm("experts_up", layers, d, up * ff, m=m_each, count=touched, dtype=b.expert_dtype)
-    b.gemm("experts_down", layers, ff, d, m=m_each, count=touched, dtype=b.expert_dtype)
+    b.gemm("experts_up", layers, e, up * ff, m=m_each, count=touched, dtype=b.expert_dtype)
+    b.gemm("experts_down", layers, ff, e, m=m_each, count=touched, dtype=b.expert_dtype)
     if moe.num_shared_experts:
         shared_ff = moe.num_shared_experts * moe.shared_expert_intermediate_size / tp
         b.gemm("shared_up", layers, d, up * shared_ff)
@@ -359,10 +363,11 @@ def all_to_all_bytes(tokens: FloatArray, *, hidden_size: int, experts_per_token:
 
 
 def _all_to_all(b: _Builder, moe_layers: int) -> None:
-    """Dispatch and combine of every MoE layer under expert parallelism (two per layer)."""
+    """Dispatch and combine of every MoE layer under expert parallelism (two per layer; a
+    latent MoE sends its latent-wide tokens)."""
     moe = b.model.moe
     assert moe is not None
-    sent = all_to_all_bytes(b.n, hidden_size=b.model.hidden_size,
+    sent = all_to_all_bytes(b.n, hidden_size=moe.latent_size or b.model.hidden_size,
                             experts_per_token=moe.experts_per_token, ep=b.ep, act_bytes=b.ab)
     b.other("all_to_all", "all_to_all", 2 * moe_layers, activation=sent)
 

@@ -83,8 +83,8 @@ def attention_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "
 def attention_layer_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
                                        ) -> float:
     """Bytes one attention layer of `model` caches per token on one GPU: K and V (or MLA's
-    latent), plus a sparse-attention indexer's own keys (FP8 whatever the cache dtype,
-    replicated on every TP rank like the latent)."""
+    latent), plus, in a layer with an indexer of its own, a sparse-attention indexer's keys
+    (FP8 whatever the cache dtype, replicated on every TP rank like the latent)."""
     index = model.dsa.index_key_bytes_per_token if model.dsa is not None else 0.0
     return attention_kv_bytes_per_token(model, tp=tp, kv_dtype=kv_dtype) + index
 
@@ -93,10 +93,11 @@ def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype:
               ) -> CacheLayout:
     """Cache layout of a model: its attention layers' K/V and its linear layers' fixed state."""
     kinds = model.layer_types
-    per_layer = attention_layer_kv_bytes_per_token(model, tp=tp, kv_dtype=kv_dtype)
+    per_layer = attention_kv_bytes_per_token(model, tp=tp, kv_dtype=kv_dtype)
     full = kinds.count("full_attention")
     sliding = kinds.count("sliding_attention")
-    segments = [CacheSegment(bytes_per_token=full * per_layer)] if full else []
+    index = model.num_indexer_layers * model.dsa.index_key_bytes_per_token if model.dsa else 0.0
+    segments = [CacheSegment(bytes_per_token=full * per_layer + index)] if full else []
     if sliding:
         segments.append(CacheSegment(bytes_per_token=sliding * per_layer,
                                      window=model.sliding_window))

@@ -78,11 +78,13 @@ class _Family:
     function that reads its blocks (generic decoder by default); qkv_bias / qk_norm: always
     present in that family; sliding_pattern: every p-th layer global, the others sliding
     (Gemma 3, Cohere 2) when the config has no `layer_types`; alternating: even layers
-    sliding (Gemma 2).
+    sliding (Gemma 2); derived: defaults computed from the config itself (Nemotron-H's layer
+    count from its block list).
     """
 
     defaults: Mapping[str, Any] = field(default_factory=dict)
     builder: Callable[[_Keys], dict[str, Any]] | None = None
+    derived: Callable[[Config], dict[str, Any]] | None = None
     qkv_bias: bool = False
     qk_norm: bool = False
     sliding_pattern: int = 0
@@ -127,7 +129,8 @@ def import_config(config: Config, *, name: str, source: str, where: str = "confi
     require(name, display_name_problem, f"{where}: field 'name' of the model spec")
     arch = architecture_of(config, where)
     fam = _FAMILIES.get(arch, _Family())
-    k = _Keys(text_config(config), where, arch, fam.defaults)
+    text = text_config(config)
+    k = _Keys(text, where, arch, {**fam.defaults, **(fam.derived(text) if fam.derived else {})})
     for key, what in _UNMODELLED_KEYS.items():
         if k.has(key):
             raise k.cannot(key, what)
@@ -158,7 +161,9 @@ def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
         "num_attention_heads": heads,
         "num_kv_heads": kv_heads,
         "head_dim": k.int("head_dim", hidden // heads, minimum=1),
-        "intermediate_size": k.int("intermediate_size", minimum=1),
+        # all-MoE configs (Qwen3.5 MoE) give no dense width; none of their layers uses one
+        "intermediate_size": k.int("intermediate_size", k.get("moe_intermediate_size"),
+                                   minimum=1),
         "vocab_size": k.int("vocab_size", minimum=1),
         "tie_word_embeddings": k.bool("tie_word_embeddings", tie_default),
         "weight_dtype": _weight_dtype(k.config),
@@ -191,6 +196,8 @@ def _layers(k: _Keys, fam: _Family) -> dict[str, Any]:
     if types is not None and k.arch not in _OWN_LAYER_TYPES:
         if not isinstance(types, list) or len(types) != layers:
             raise SpecError(f"{k.where}: key 'layer_types' must list {layers} layer kinds")
+        if k.has("index_topk"):  # a DSA layer is full MLA attention over the selected tokens
+            types = ["full_attention" if t == "deepseek_sparse_attention" else t for t in types]
         bad = sorted({t for t in types if t not in _ATTENTION_KINDS}, key=str)
         if bad:
             raise k.cannot("layer_types", f"layer kind {bad[0]!r}")
@@ -234,8 +241,9 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
     """Which layers hold experts, from every key the transformers MoE configs use for it:
     `first_k_dense_replace` (DeepSeek: layers before it are dense), `moe_layer_freq` (DeepSeek:
     from there, layers with i % freq == 0; MiMo-V2-Flash: a per-layer list of 0/1),
-    `decoder_sparse_step` (Qwen MoE: layers with (i + 1) % step == 0) and `mlp_only_layers`
-    (Qwen MoE: indices kept dense)."""
+    `mlp_layer_types` (GLM-5.2: 'dense' or 'sparse' per layer), `decoder_sparse_step` (Qwen
+    MoE: layers with (i + 1) % step == 0) and `mlp_only_layers` (Qwen MoE: indices kept
+    dense)."""
     layers = k.int("num_hidden_layers", minimum=1)
     first = k.int("first_k_dense_replace", 0)
     freq = k.get("moe_layer_freq", 1)
@@ -247,6 +255,13 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
     else:
         step = k.int("moe_layer_freq", 1, minimum=1)
         flags = [i >= first and i % step == 0 for i in range(layers)]
+    mlp_types = k.get("mlp_layer_types")  # GLM-5.2: 'dense' or 'sparse' per layer
+    if mlp_types is not None:
+        if not isinstance(mlp_types, list) or len(mlp_types) != layers or \
+                not set(mlp_types) <= {"dense", "sparse"}:
+            raise SpecError(f"{k.where}: key 'mlp_layer_types' must list {layers} kinds, "
+                            "'dense' or 'sparse'")
+        flags = [f and t == "sparse" for f, t in zip(flags, mlp_types, strict=True)]
     sparse = k.int("decoder_sparse_step", 1, minimum=1)
     dense = k.get("mlp_only_layers") or []
     if not isinstance(dense, list) or not all(isinstance(i, int) and 0 <= i < layers
@@ -290,16 +305,28 @@ def _deepseek(k: _Keys) -> dict[str, Any]:
                 "num_shared_experts": k.int("n_shared_experts", 0),
                 "shared_expert_intermediate_size": k.int("moe_intermediate_size")},
         "mtp_layers": k.int("num_nextn_predict_layers", 0),
+        **_sparse_attention(k),
     }
 
 
-def _deepseek_v32(k: _Keys) -> dict[str, Any]:
-    """DeepSeek-V3.2: V3's layout plus the lightning indexer of DeepSeek Sparse Attention."""
-    return {**_deepseek(k), "dsa": {
-        "index_n_heads": k.int("index_n_heads", minimum=1),
-        "index_head_dim": k.int("index_head_dim", minimum=1),
-        "index_topk": k.int("index_topk", minimum=1),
-    }}
+def _sparse_attention(k: _Keys) -> dict[str, Any]:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2, GLM-5), where the config
+    has one; GLM-5.2's `indexer_types` marks the layers whose indexer is 'shared' with the
+    layer before (no indexer of their own)."""
+    if not k.has("index_n_heads"):
+        return {}
+    dsa = {"index_n_heads": k.int("index_n_heads", minimum=1),
+           "index_head_dim": k.int("index_head_dim", minimum=1),
+           "index_topk": k.int("index_topk", minimum=1)}
+    kinds = k.get("indexer_types")
+    if kinds is not None:
+        layers = k.int("num_hidden_layers", minimum=1)
+        if not isinstance(kinds, list) or len(kinds) != layers or \
+                not set(kinds) <= {"full", "shared"} or "full" not in kinds:
+            raise SpecError(f"{k.where}: key 'indexer_types' must list {layers} kinds, 'full' "
+                            "or 'shared', at least one 'full'")
+        dsa["indexer_layers"] = kinds.count("full")
+    return {"dsa": dsa}
 
 
 # Nemotron-H blocks by their `hybrid_override_pattern` letter (transformers NemotronHConfig
@@ -307,23 +334,42 @@ def _deepseek_v32(k: _Keys) -> dict[str, Any]:
 # a dense MLP or a mixture of experts.
 _NEMOTRON_BLOCKS = {"M": ("mamba", "none"), "*": ("full_attention", "none"),
                     "-": ("mlp_only", "dense"), "E": ("mlp_only", "moe")}
+# The same blocks by name, as transformers 5 configs list them (`layers_block_type`).
+_NEMOTRON_BLOCK_NAMES = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _nemotron_pattern(config: Config) -> list[str] | None:
+    """The blocks of a Nemotron-H config as letters: `hybrid_override_pattern`, else its
+    `layers_block_type` names spelled as letters (an unknown name kept as it is)."""
+    pattern = config.get("hybrid_override_pattern")
+    names = config.get("layers_block_type")
+    if pattern is None and isinstance(names, list):
+        return [_NEMOTRON_BLOCK_NAMES.get(str(n), str(n)) for n in names]
+    return list(pattern) if isinstance(pattern, str) else None
+
+
+def _nemotron_defaults(config: Config) -> dict[str, Any]:
+    """Nemotron 3 Ultra's config lists its blocks and gives no num_hidden_layers."""
+    pattern = _nemotron_pattern(config)
+    return {"num_hidden_layers": len(pattern)} if pattern else {}
 
 
 def _nemotron_h(k: _Keys) -> dict[str, Any]:
     """Nemotron-H (NemotronHForCausalLM): Mamba-2, attention, squared-ReLU MLP (up and down
-    only) and MoE blocks in the order of `hybrid_override_pattern`."""
+    only) and MoE blocks in the order of `hybrid_override_pattern` (or `layers_block_type`);
+    Nemotron 3 Super/Ultra's experts work in a `moe_latent_size` latent."""
     layers = k.int("num_hidden_layers", minimum=1)
-    pattern = k.get("hybrid_override_pattern")
-    if not isinstance(pattern, str) or len(pattern) != layers:
-        raise SpecError(f"{k.where}: key 'hybrid_override_pattern' must be a string of "
-                        f"{layers} block letters (M, *, -, E)")
+    pattern = _nemotron_pattern(k.config)
+    key = "hybrid_override_pattern" if k.has("hybrid_override_pattern") else "layers_block_type"
+    if pattern is None or len(pattern) != layers:
+        raise SpecError(f"{k.where}: key '{key}' must give {layers} blocks (letters M, *, -, E "
+                        "or names mamba, attention, mlp, moe)")
     bad = sorted(set(pattern) - set(_NEMOTRON_BLOCKS))
     if bad:
-        raise k.cannot("hybrid_override_pattern", f"block letter {bad[0]!r}")
-    for key, what in (("moe_latent_size", "latent MoE (experts in a projected space)"),
-                      ("use_bias", "Mamba projection biases"), ("mlp_bias", "MLP biases")):
-        if k.get(key):
-            raise k.cannot(key, what)
+        raise k.cannot(key, f"block {bad[0]!r}")
+    for flag, what in (("use_bias", "Mamba projection biases"), ("mlp_bias", "MLP biases")):
+        if k.get(flag):
+            raise k.cannot(flag, what)
     blocks = [_NEMOTRON_BLOCKS[letter] for letter in pattern]
     out: dict[str, Any] = {
         "gated_mlp": False,
@@ -343,6 +389,8 @@ def _nemotron_h(k: _Keys) -> dict[str, Any]:
         out["moe"] = {"num_experts": k.int("n_routed_experts", minimum=1),
                       "experts_per_token": k.int("num_experts_per_tok", minimum=1),
                       "expert_intermediate_size": k.int("moe_intermediate_size", minimum=1)}
+        if k.get("moe_latent_size"):
+            out["moe"]["latent_size"] = k.int("moe_latent_size", minimum=1)
         if k.int("n_shared_experts", 0):
             out["moe"].update(num_shared_experts=k.int("n_shared_experts"),
                               shared_expert_intermediate_size=k.int(
@@ -408,6 +456,17 @@ def _gpt_oss(k: _Keys) -> dict[str, Any]:
     return {"qkv_bias": bias, "attention_output_bias": bias, "attention_sinks": True, "moe": moe}
 
 
+def _gated_delta_net(k: _Keys) -> dict[str, Any]:
+    """Qwen3-Next / Qwen3.5's linear-attention (gated delta net) block."""
+    return {
+        "num_key_heads": k.int("linear_num_key_heads", minimum=1),
+        "num_value_heads": k.int("linear_num_value_heads", minimum=1),
+        "key_head_dim": k.int("linear_key_head_dim", minimum=1),
+        "value_head_dim": k.int("linear_value_head_dim", minimum=1),
+        "conv_kernel_size": k.int("linear_conv_kernel_dim", minimum=1),
+    }
+
+
 def _qwen3_next(k: _Keys) -> dict[str, Any]:
     layers = k.int("num_hidden_layers")
     interval = k.int("full_attention_interval", minimum=1)
@@ -416,25 +475,45 @@ def _qwen3_next(k: _Keys) -> dict[str, Any]:
     return {
         "attention_output_gate": True,
         "layer_types": types,
-        "linear_attention": {
-            "num_key_heads": k.int("linear_num_key_heads", minimum=1),
-            "num_value_heads": k.int("linear_num_value_heads", minimum=1),
-            "key_head_dim": k.int("linear_key_head_dim", minimum=1),
-            "value_head_dim": k.int("linear_value_head_dim", minimum=1),
-            "conv_kernel_size": k.int("linear_conv_kernel_dim", minimum=1),
-        },
+        "linear_attention": _gated_delta_net(k),
         "moe": _moe_block(k, "num_experts"),
     }
+
+
+def _qwen3_5(k: _Keys) -> dict[str, Any]:
+    """Qwen3.5 / 3.6 (dense and MoE): Qwen3-Next's gated-delta-net linear attention and gated
+    full attention, the kinds listed per layer in `layer_types` (else every
+    `full_attention_interval`-th layer full), an MTP module of `mtp_num_hidden_layers`."""
+    layers = k.int("num_hidden_layers", minimum=1)
+    types = k.get("layer_types")
+    if types is None:
+        interval = k.int("full_attention_interval", minimum=1)
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                 for i in range(layers)]
+    kinds = ("full_attention", "linear_attention")
+    if not isinstance(types, list) or len(types) != layers or not set(types) <= set(kinds):
+        raise SpecError(f"{k.where}: key 'layer_types' must list {layers} kinds, "
+                        "'full_attention' or 'linear_attention'")
+    out: dict[str, Any] = {"layer_types": list(types), "linear_attention": _gated_delta_net(k),
+                           "attention_output_gate": k.bool("attn_output_gate", True)}
+    if k.int("num_experts", 0):
+        out["moe"] = _moe_block(k, "num_experts")
+    if k.int("mtp_num_hidden_layers", 0):
+        out["mtp_layers"] = k.int("mtp_num_hidden_layers")
+    return out
 
 
 # Gemma 3 text defaults (Gemma3TextConfig): the published 27B file omits vocab_size and more.
 _GEMMA3_TEXT = {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4,
                 "head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True}
 _TIED = {"tie_word_embeddings": True}
+_QWEN3_5 = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+            "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")
 _UNMODELLED_NAMES = ("mamba", "rwkv", "jamba", "zamba", "recurrentgemma", "xlstm")
 _WEIGHTLESS_QK_NORM = {"Llama4ForConditionalGeneration", "Llama4ForCausalLM"}  # an L2 norm
 _OWN_LAYER_TYPES = {"Qwen3NextForCausalLM", "Llama4ForConditionalGeneration",
-                    "Llama4ForCausalLM", "NemotronHForCausalLM", "MiMoV2FlashForCausalLM"}
+                    "Llama4ForCausalLM", "NemotronHForCausalLM", "MiMoV2FlashForCausalLM",
+                    *_QWEN3_5}
 
 _FAMILIES: dict[str, _Family] = {
     "Qwen2ForCausalLM": _Family(qkv_bias=True),
@@ -443,6 +522,7 @@ _FAMILIES: dict[str, _Family] = {
     "Qwen3MoeForCausalLM": _Family(qk_norm=True, required=("num_experts",)),
     "MixtralForCausalLM": _Family(required=("num_local_experts",)),
     "Qwen3NextForCausalLM": _Family(builder=_qwen3_next, qk_norm=True),
+    **{arch: _Family(builder=_qwen3_5, qk_norm=True) for arch in _QWEN3_5},
     "GemmaForCausalLM": _Family(defaults=_TIED),
     "Gemma2ForCausalLM": _Family(defaults={**_TIED, "head_dim": 256}, alternating=True),
     "Gemma3ForCausalLM": _Family(defaults=_GEMMA3_TEXT, qk_norm=True, sliding_pattern=6),
@@ -458,8 +538,8 @@ _FAMILIES: dict[str, _Family] = {
     "Llama4ForCausalLM": _Family(builder=_llama4),
     "DeepseekV2ForCausalLM": _Family(builder=_deepseek),
     "DeepseekV3ForCausalLM": _Family(builder=_deepseek),
-    "DeepseekV32ForCausalLM": _Family(builder=_deepseek_v32),
-    "NemotronHForCausalLM": _Family(builder=_nemotron_h),
+    "DeepseekV32ForCausalLM": _Family(builder=_deepseek),
+    "NemotronHForCausalLM": _Family(builder=_nemotron_h, derived=_nemotron_defaults),
     "MiMoV2FlashForCausalLM": _Family(builder=_mimo_v2),
     "GptOssForCausalLM": _Family(builder=_gpt_oss),
 }

@@ -38,6 +38,9 @@ class MoE:
     dense_layers: int = 0
     expert_bias: bool = False  # per-expert biases (gpt-oss)
     weight_dtype: str = ""  # experts stored in another dtype than the rest ("" = same)
+    # Latent MoE (Nemotron 3 Super/Ultra): the routed experts work in a `latent_size`-wide space,
+    # entered and left through two projections (fc1/fc2_latent_proj); 0 = the hidden size.
+    latent_size: int = 0
 
     def __post_init__(self) -> None:
         if not 0 < self.experts_per_token <= self.num_experts:
@@ -141,6 +144,10 @@ class SparseAttention:
     index_n_heads: int
     index_head_dim: int
     index_topk: int
+    # Layers with an indexer of their own (0: every attention layer). GLM-5.2's `indexer_types`
+    # marks the others 'shared': they reuse the top-k of the layer before, with no indexer
+    # weights, keys or scoring of their own.
+    indexer_layers: int = 0
 
     @property
     def index_key_bytes_per_token(self) -> float:
@@ -212,6 +219,9 @@ class Model:
             raise SpecError("field 'mamba' is missing but layer_types has mamba layers")
         if self.dsa is not None and self.mla is None:
             raise SpecError("field 'dsa' (sparse attention) needs the 'mla' block it selects for")
+        if self.dsa is not None and self.dsa.indexer_layers > self.num_attention_layers:
+            raise SpecError(f"field 'dsa.indexer_layers' = {self.dsa.indexer_layers} exceeds the "
+                            f"{self.num_attention_layers} attention layers")
         self._check_mlp_types()
         for dtype in (self.weight_dtype, self.moe.weight_dtype if self.moe else ""):
             if dtype and dtype not in BYTES_PER_PARAM:
@@ -265,6 +275,13 @@ class Model:
     def num_attention_layers(self) -> int:
         counts = self.layer_counts
         return sum(counts[kind] for kind in ATTENTION_KINDS)
+
+    @property
+    def num_indexer_layers(self) -> int:
+        """Attention layers that run a sparse-attention indexer of their own (0 without DSA)."""
+        if self.dsa is None:
+            return 0
+        return self.dsa.indexer_layers or self.num_attention_layers
 
     @property
     def num_sublayers(self) -> int:
@@ -446,6 +463,7 @@ def _moe(f: Fields | None) -> MoE | None:
         dense_layers=f.integer("dense_layers", 0),
         expert_bias=f.boolean("expert_bias", False),
         weight_dtype=f.string("weight_dtype", "") if f.has("weight_dtype") else "",
+        latent_size=f.integer("latent_size", 0),
     )
 
 
@@ -492,4 +510,5 @@ def _dsa(f: Fields | None) -> SparseAttention | None:
         index_n_heads=f.integer("index_n_heads", minimum=1),
         index_head_dim=f.integer("index_head_dim", minimum=1),
         index_topk=f.integer("index_topk", minimum=1),
+        indexer_layers=f.integer("indexer_layers", 0),
     )

@@ -82,9 +82,10 @@ def dense_mlp_params(model: Model, intermediate_size: int | None = None) -> floa
 
 def expert_params(model: Model) -> float:
     """Parameters of ONE routed expert (an MLP like the dense one: gated with gate, up and
-    down, or up and down only (Nemotron-H's squared ReLU); biases where the model has them)."""
+    down, or up and down only (Nemotron-H's squared ReLU); biases where the model has them),
+    from and to the latent space of a latent MoE."""
     assert model.moe is not None
-    d, ff = model.hidden_size, model.moe.expert_intermediate_size
+    d, ff = model.moe.latent_size or model.hidden_size, model.moe.expert_intermediate_size
     bias = (2 * ff + d) * model.moe.expert_bias
     return float((3 if model.gated_mlp else 2) * d * ff + bias)
 
@@ -105,12 +106,14 @@ def param_breakdown(model: Model) -> dict[str, float]:
     if model.mamba is not None:
         out["mamba"] = counts["mamba"] * mamba_params(model)
     if model.dsa is not None:
-        out["indexer"] = attn_layers * indexer_params(model)
+        out["indexer"] = model.num_indexer_layers * indexer_params(model)
     moe = model.moe
     if moe is None:
         return out
     moe_layers = model.num_moe_layers
     out["router"] = float(moe_layers * (d * moe.num_experts + moe.num_experts * moe.expert_bias))
+    if moe.latent_size:  # fc1_latent_proj d -> latent and fc2_latent_proj latent -> d
+        out["latent_projections"] = float(moe_layers * 2 * d * moe.latent_size)
     out["experts"] = moe_layers * moe.num_experts * expert_params(model)
     out["shared_experts"] = moe_layers * moe.num_shared_experts * dense_mlp_params(
         model, moe.shared_expert_intermediate_size)
