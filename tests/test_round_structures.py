@@ -21,6 +21,7 @@ from specsim.specs.models import load_model
 from specsim.speculation.recommend import recommend
 from specsim.speculation.round_structures import (
     compare_structures,
+    head_atoms,
     multistage_alphas,
     multistage_tau,
     overlapped_s,
@@ -161,6 +162,40 @@ def test_stop_against_a_simulated_head() -> None:
     counts = np.bincount(length, minlength=alphas.size + 1) / rounds
     # the head's Beta is cut into BETA_ATOMS = 64 atoms: lengths within that resolution
     np.testing.assert_allclose(stop.length_probability[0], counts, atol=0.01)
+
+
+@pytest.mark.parametrize(("alpha", "kappa"), [(0.9576, 2.1), (0.99, 0.5), (0.01, 0.5),
+                                              (0.5, 2.1), (0.3, 40.0)])
+def test_head_atoms_keep_the_mean(alpha: float, kappa: float) -> None:
+    values, probs = head_atoms(alpha, kappa)
+    assert float(values @ probs) == pytest.approx(alpha, rel=1e-9)
+    assert values.min() >= 0.0 and values.max() <= 1.0
+
+
+def test_never_stopping_is_the_chain_for_any_head() -> None:
+    alphas = np.full(6, 0.9576)  # DSpark's alpha on math: the head's Beta is very skewed
+    for kappa in (0.0, 2.1, float("inf")):
+        stop = stop_lengths(alphas, [1.0], kappa)
+        assert stop.tau[0] == pytest.approx((1 - 0.9576 ** 7) / (1 - 0.9576), rel=1e-9)
+
+
+def test_every_cap_at_once() -> None:
+    # a head that knows only alpha, h 0.5: 1 - 0.8^k passes 0.5 at k = 4; cap 2 stops at 2
+    stop = stop_lengths([0.8] * 6, [0.5, 1.0], float("inf"), every_cap=True)
+    assert stop.caps.tolist() == [1, 2, 3, 4, 5, 6] * 2
+    keys = zip(stop.thresholds.tolist(), stop.caps.tolist(), strict=True)
+    mean = dict(zip(keys, stop.mean_length.tolist(), strict=True))
+    assert [mean[0.5, c] for c in (1, 2, 4, 6)] == pytest.approx([1, 2, 4, 4])
+    assert [mean[1.0, c] for c in (1, 3, 6)] == pytest.approx([1, 3, 6])
+    assert stop.tau[stop.caps.tolist().index(3)] == pytest.approx(1 + 0.8 + 0.64 + 0.512)
+
+
+def test_the_stop_is_never_behind_the_single_round() -> None:
+    setup = Setup(target=LLAMA8B, hardware=H100, draft_cost=0.3, sequential_draft=True)
+    c = compare_structures(setup, constant_profile(0.7), [1, 8, 64], max_gamma=8,
+                           structures=("single", "adaptive_stop"))
+    for single, stop in zip(c.rows[::2], c.rows[1::2], strict=True):
+        assert stop.speedup >= single.speedup * (1 - 1e-12)
 
 
 def test_longest_draft_of_a_batch() -> None:

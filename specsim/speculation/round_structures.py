@@ -25,7 +25,7 @@ drafter drafts the g + 1 after them (its guess for the bonus position, then g mo
 token equals that guess with probability alpha_{g+1} (the token-wise rule accepts it as a
 draft), so the overlapped draft is used with probability q = s_g alpha_{g+1}; otherwise it is
 thrown away and the next round first drafts alone:
-    round = max(O + H, H_o) + (1 - q) D(g),  tokens = tau(g)
+    round = max(O + (1 - q) D(g) + H, H_o),  tokens = tau(g)
 O is the overlapped part. On the drafter's own GPU (PEARL's setting) O = max(V(g), D(g + 1)).
 On the same GPU both passes stream from one HBM and share its SMs, so the two together take
 at least their bytes over the bandwidth:
@@ -48,7 +48,7 @@ tokens in expectation and the distribution of the stop K follows by dynamic prog
 the survival (`stop_lengths`). At batch B the verification scores the requests' mean draft and
 an autoregressive drafter runs as many passes as the longest draft, P(max K <= k) = F(k)^B:
     round = max(V(E K) + E D(max_b K_b) + H, H_o)
-h = 1 never stops: the single round of g tokens exactly.
+h = 1 never stops: the single round of g tokens exactly. The optimizer picks h and the cap g.
 
 Rejected work recycled into the next draft (Token Recycling, ReTrace, Carryover) is not a
 structure here: see docs/round_structures.md.
@@ -142,25 +142,28 @@ def overlapped_s(verify_s: ArrayLike, draft_s: ArrayLike, verify_memory_s: Array
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopLengths:
-    """What an adaptive stop does per round, per threshold h (H thresholds, cap g).
+    """What an adaptive stop does per round, per setting (threshold h, cap c); S settings, the
+    longest cap g.
 
-    length_probability: P(the round drafts k tokens), k = 0..g, shape (H, g + 1) (k = 0 has
-        probability 0: a round drafts at least one token).
-    tau: expected tokens per round (accepted + 1), shape (H,).
+    thresholds, caps: each setting's h and c, shape (S,).
+    length_probability: P(the round drafts k tokens), k = 0..g, shape (S, g + 1) (k = 0 and
+        k > c have probability 0: a round drafts at least one token and at most its cap).
+    tau: expected tokens per round (accepted + 1), shape (S,).
     """
 
     thresholds: FloatArray
+    caps: FloatArray
     length_probability: FloatArray
     tau: FloatArray
 
     @property
     def mean_length(self) -> FloatArray:
-        """Expected draft tokens per round, shape (H,)."""
+        """Expected draft tokens per round, shape (S,)."""
         k = np.arange(self.length_probability.shape[1], dtype=np.float64)
         return np.asarray(self.length_probability @ k, dtype=np.float64)
 
     def longest_probability(self, batch: ArrayLike) -> FloatArray:
-        """P(the longest of B independent requests' drafts is k tokens), (B, H, g + 1)."""
+        """P(the longest of B independent requests' drafts is k tokens), (B, S, g + 1)."""
         b = np.asarray(batch, dtype=np.float64).reshape(-1, 1, 1)
         cdf = np.clip(np.cumsum(self.length_probability, axis=1), 0.0, 1.0)[None]
         at_most = cdf ** b
@@ -176,23 +179,35 @@ def head_atoms(alpha: float, concentration: float) -> tuple[FloatArray, FloatArr
         return np.array([0.0, 1.0]), np.array([1.0 - alpha, alpha])
     if math.isinf(concentration):
         return np.array([alpha]), np.array([1.0])
+    probs = np.full(BETA_ATOMS, 1.0 / BETA_ATOMS)
+    if alpha > 0.5:  # the rejection 1 - a is the small one: resolve it, not a near 1
+        values, _ = head_atoms(1.0 - alpha, concentration)
+        return np.asarray(1.0 - values[::-1]), probs
     a, b = concentration * alpha, concentration * (1.0 - alpha)
     edges = stats.beta.ppf(np.linspace(0.0, 1.0, BETA_ATOMS + 1), a, b)
-    # E[X 1{X <= x}] = alpha I_x(a + 1, b): each bin's conditional mean, means exactly alpha.
+    # E[X 1{X <= x}] = alpha I_x(a + 1, b): each bin's conditional mean, mean alpha
     partial = alpha * stats.beta.cdf(edges, a + 1.0, b)
     values = np.clip(np.diff(partial) * BETA_ATOMS, 0.0, 1.0)
-    return values, np.full(BETA_ATOMS, 1.0 / BETA_ATOMS)
+    # where the quantiles saturate in floating point, restore the mean exactly in [0, 1]
+    mean = float(values.mean())
+    if mean > alpha:
+        values = values * (alpha / mean)
+    elif mean < alpha:
+        values = values + (1.0 - values) * (alpha - mean) / (1.0 - mean)
+    return np.asarray(values), probs
 
 
-def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: float = 0.0
-                 ) -> StopLengths:
+def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: float = 0.0,
+                 *, every_cap: bool = False) -> StopLengths:
     """The adaptive stop's draft lengths and tokens per round (module docstring).
 
     Args:
         alphas: alpha_1..alpha_g, the mean acceptance of each position; g is the cap, (g,).
-        thresholds: h in [0, 1] per setting, (H,); 1 never stops (a chain of g).
+        thresholds: h in [0, 1] per setting, (H,); 1 never stops (a chain of the cap).
         head_concentration: kappa >= 0 of the head's Beta spread (0: it knows each outcome;
             inf: it knows only alpha_i).
+        every_cap: settings for every cap 1..g under each threshold (S = H g, threshold-major),
+            else for the cap g only (S = H).
     """
     a = np.asarray(alphas, dtype=np.float64)
     h = np.atleast_1d(np.asarray(thresholds, dtype=np.float64))
@@ -203,40 +218,52 @@ def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: f
     if not head_concentration >= 0.0:
         raise parameter_error("head_concentration", f"must be >= 0, got {head_concentration}")
     atoms = [head_atoms(float(x), head_concentration) for x in a]
-    lengths = np.zeros((h.size, a.size + 1))
-    tau = np.ones(h.size)
-    for i, threshold in enumerate(h.tolist()):
-        if threshold >= 1.0:  # never stops: the chain of g
-            lengths[i, -1] = 1.0
-            tau[i] = float(tau_chain(a))
-            continue
-        lengths[i], tau[i] = _stop_program(atoms, 1.0 - threshold)
-    return StopLengths(thresholds=h, length_probability=lengths, tau=tau)
+    g = a.size
+    caps = np.arange(1, g + 1) if every_cap else np.array([g])
+    lengths, tau = [], []
+    for threshold in h.tolist():
+        stops, going, tokens = _stop_program(atoms, 1.0 - threshold)
+        for c in caps.tolist():
+            # cap c: the threshold's stops before c, and every round still drafting at c
+            row = np.zeros(g + 1)
+            row[1:c] = stops[1:c]
+            row[c] = going[c - 1]
+            lengths.append(row)
+            tau.append(tokens[c])
+    return StopLengths(thresholds=np.repeat(h, caps.size),
+                       caps=np.tile(caps, h.size).astype(np.float64),
+                       length_probability=np.array(lengths), tau=np.array(tau))
 
 
 def _stop_program(atoms: Sequence[tuple[FloatArray, FloatArray]], floor: float
-                  ) -> tuple[FloatArray, float]:
-    """(P(K = k) for k = 0..g, expected tokens) of the stop at survival below `floor`.
+                  ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per draft step k = 0..g of the stop at survival below `floor`, with no cap: the
+    probability it stops right after token k, the probability it is still drafting after k,
+    and the expected tokens of a round capped at k (accepted + 1), each (g + 1,).
 
-    The continuing rounds' survival s = a_1 ... a_k lies in [floor, 1]; it is kept as mass on a
+    The drafting rounds' survival s = a_1 ... a_k lies in [floor, 1]; it is kept as mass on a
     log-spaced grid there (linear in log s between neighbours, exact where an atom is 0 or 1).
+    h = 1 (floor 0) never stops: one grid point, no stops.
     """
-    cap = len(atoms)
+    g = len(atoms)
     low = math.log(floor) if floor > 0.0 else -1.0
     grid = np.linspace(low, 0.0, SURVIVAL_POINTS) if floor > 0.0 else np.zeros(1)
     survival = np.exp(grid)
     mass = np.zeros(grid.size)
     mass[-1] = 1.0  # nothing drafted yet: survival 1
-    lengths = np.zeros(cap + 1)
-    tokens = 1.0
+    stops, going, tokens = np.zeros(g + 1), np.ones(g + 1), np.ones(g + 1)
     for k, (values, probs) in enumerate(atoms, start=1):
         s = survival[:, None] * values[None, :]
         m = mass[:, None] * probs[None, :]
-        tokens += float((m * s).sum())  # token k is accepted with probability s_k
-        stop = (s < floor) | (k == cap)
-        lengths[k] = float(m[stop].sum())
+        tokens[k] = tokens[k - 1] + float((m * s).sum())  # token k accepted w.p. s_k
+        if floor <= 0.0:  # never stops: the chain's survival is kept exactly
+            survival = np.array([float((m * s).sum())])
+            continue
+        stop = s < floor
+        stops[k] = float(m[stop].sum())
+        going[k] = going[k - 1] - stops[k]
         mass = _regrid(np.log(np.where(stop, 1.0, s)), np.where(stop, 0.0, m), grid)
-    return lengths, tokens
+    return stops, going, tokens
 
 
 def _regrid(log_s: FloatArray, mass: FloatArray, grid: FloatArray) -> FloatArray:
@@ -363,8 +390,8 @@ def _overlap(setup: Setup, table: SpeedupTable, alphas: FloatArray, max_gamma: i
     together = overlapped_s(table.verify_s[:, g], table.draft_s[:, g + 1], verify_mem[:, g],
                             draft_mem[:, g + 1], device)
     reuse = np.cumprod(alphas)[g]  # s_g alpha_{g+1} = s_{g+1}
-    round_s = _round(table, together, np.zeros_like(together)) \
-        + (1.0 - reuse) * table.draft_s[:, g]
+    # the redraft after a rejection is GPU work too: host work an engine overlaps hides it
+    round_s = _round(table, together, (1.0 - reuse) * table.draft_s[:, g])
     tau = tau_prefixes(np.cumprod(alphas[:max_gamma]))[g]
     nan = np.full(g.size, np.nan)
     drafted = g + 1.0 + (1.0 - reuse) * g  # g + 1 overlapped, g more after a rejection
@@ -389,12 +416,12 @@ def _memory_times(setup: Setup, table: SpeedupTable) -> tuple[FloatArray, FloatA
 def _adaptive(table: SpeedupTable, alphas: FloatArray, max_gamma: int, concentration: float,
               thresholds: Sequence[float]) -> list[StructureChoice]:
     h = np.array(sorted({*thresholds, 1.0}), dtype=np.float64)
-    stop = stop_lengths(alphas[:max_gamma], h, concentration)
+    stop = stop_lengths(alphas[:max_gamma], h, concentration, every_cap=True)
     n = np.arange(max_gamma + 1, dtype=np.float64)
     mean = stop.mean_length
     verify = np.stack([np.interp(mean, n, row) for row in table.verify_s[:, :max_gamma + 1]])
-    longest = stop.longest_probability(table.batch)  # (B, H, g + 1)
-    draft = np.einsum("bhk,bk->bh", longest, table.draft_s[:, :max_gamma + 1])
+    longest = stop.longest_probability(table.batch)  # (B, S, g + 1)
+    draft = np.einsum("bsk,bk->bs", longest, table.draft_s[:, :max_gamma + 1])
     round_s = _round(table, verify, draft)
-    cap = np.full(h.size, float(max_gamma))
-    return _pick("adaptive_stop", table, stop.tau, round_s, cap, np.ones(h.size), h, mean)
+    return _pick("adaptive_stop", table, stop.tau, round_s, stop.caps,
+                 np.ones(stop.caps.size), stop.thresholds, mean)
