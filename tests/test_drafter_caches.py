@@ -65,7 +65,7 @@ def test_quantized_copy_and_self_speculation_memory() -> None:
 def test_window_state_and_cross_attention_reads(tmp_path: Path) -> None:
     """A LongSpec-style drafter (cross-attention to the target's cache plus its own 512-token
     window) keeps 512 tokens and reads window + context; a recurrent drafter keeps its state
-    (2 layers x 4,096 numbers x 4 B) and reads no context."""
+    (4,096 numbers x 4 B) and reads no context."""
     long_spec = load_drafter(str(_spec(tmp_path, "family: cross_attention\ntarget: qwen3-8b\n"
                                        "layers: 1\ncache: own_window\ncache_window: 512\n")))
     per_token = 1 * 2 * 8 * 128 * 2
@@ -77,7 +77,7 @@ def test_window_state_and_cross_attention_reads(tmp_path: Path) -> None:
     assert glide.context_read(32768).tolist() == 32768  # the target's cache, once
     rnn = load_drafter(str(_spec(tmp_path, "family: recurrent\ntarget: qwen3-8b\nlayers: 2\n"
                                  "state_elems: 4096\n")))
-    assert rnn.cache_layout().bytes_per_request([0, 1e6]).tolist() == [2 * 4096 * 4.0] * 2
+    assert rnn.cache_layout().bytes_per_request([0, 1e6]).tolist() == [4096 * 4.0] * 2
     assert rnn.context_read(32768).tolist() == 0.0
 
 
@@ -202,3 +202,22 @@ def test_prompt_lookup_runs_as_vllms_ngram_method_without_a_model() -> None:
     config = json.loads(argv[argv.index("--speculative-config") + 1])
     assert config["method"] == "ngram" and "model" not in config
     assert config["num_speculative_tokens"] >= 1
+
+
+def test_redrafter_is_its_rnn_cell_residual_blocks_and_lm_head() -> None:
+    """ReDrafter for Vicuna-7B (apple/ml-recurrent-drafter: hidden 4096, exit 8192, 2
+    ResBlocks, vocab 32000): by hand, 2 x 4096^2 + 4096 (rnn_u, rnn_w) + 2 x (8192^2 + 8192)
+    + 8192 x 32000 = 429,936,640 parameters; a chain of 4 at batch 1 is 4 steps reading those
+    weights (minus biases) in bf16 at 3.35 TB/s, and no K/V."""
+    d = load_drafter("redrafter-vicuna-7b")
+    assert d.params() == 2 * 4096**2 + 4096 + 2 * (8192**2 + 8192) + 8192 * 32000 \
+        == 429_936_640
+    weights = (8192 * 4096 + 2 * 8192**2 + 8192 * 32000) * 2.0
+    shape = round_shape(batch=1, depth=[0, 4], nodes=[0, 4], accepted=2.0,
+                        context=[32768, 32768])
+    t = draft_time_s(d, H100, shape)
+    assert t[0] == 0.0
+    assert t[1] == pytest.approx(4 * weights / 3.35e12, rel=0.02)
+    longer = draft_time_s(d, H100, round_shape(batch=1, depth=4, nodes=4, accepted=2.0,
+                                               context=131072))
+    assert longer[0] == t[1]  # nothing of the context is read

@@ -214,6 +214,9 @@ DRAFTER_FIELDS = ("family", "layers", "hidden_size", "num_attention_heads", "num
                   "head_dim", "intermediate_size", "vocab_size", "own_lm_head",
                   "fused_target_layers", "block_size", "markov_rank", "edit_passes",
                   "medusa_heads", "attention_window")
+# The numbers of a drafter's cache kind, shown where the spec sets them.
+CACHE_FIELDS = ("cache_window", "cache_budget", "cache_dtype", "state_elems",
+                "recurrent_gates", "lookup_tokens")
 
 
 def drafter_rows(d: Drafter, params: float, cache_bytes_per_token: float) -> list[Row]:
@@ -222,6 +225,10 @@ def drafter_rows(d: Drafter, params: float, cache_bytes_per_token: float) -> lis
     source = next(iter(d.sources.values()), "")
     rows: list[Row] = [{"field": k, "value": getattr(d, k), "source": source}
                        for k in DRAFTER_FIELDS]
+    rows.append({"field": "cache", "value": d.cache_kind,
+                 "source": source if d.cache else f"family {d.family}"})
+    rows += [{"field": k, "value": getattr(d, k), "source": source} for k in CACHE_FIELDS
+             if getattr(d, k) and (k != "recurrent_gates" or d.cache_kind == "state")]
     rows += [
         {"field": "target", "value": d.target.slug, "source": d.target.path},
         {"field": "params_B", "value": params / 1e9, "source": "derived"},

@@ -36,14 +36,15 @@ from specsim.specs.workloads import acceptance_profile
 # K/V for the last `cache_window` tokens only (LongSpec's sliding window); model: a separate
 # small LLM's full cache; none: nothing that grows with the context; target: nothing of its
 # own, it reads the target's K/V in place (through `cache_window` if given: self-speculation,
-# GliDe, Gemma 4's MTP assistant); state: a fixed-size recurrent state of `state_elems` per
-# layer (ReDrafter, Mamba drafters, OWL); sparse_copy: a copy of `cache_budget` tokens of the
+# GliDe, Gemma 4's MTP assistant); state: a fixed-size recurrent state of `state_elems`
+# numbers (ReDrafter, OWL); sparse_copy: a copy of `cache_budget` tokens of the
 # target's cache (MagicDec's StreamingLLM draft, TriForce); quantized_copy: a copy of the
 # target's cache at `cache_dtype` (QuantSpec), within `cache_budget` tokens if given.
 Cache = Literal["own_layers", "own_window", "model", "none", "target", "state", "sparse_copy",
                 "quantized_copy"]
 WINDOWED: tuple[Cache, ...] = ("own_window", "target")  # kinds a `cache_window` applies to
-RoundCost = Literal["autoregressive", "parallel", "target_heads", "lookup"]
+RoundCost = Literal["autoregressive", "parallel", "target_heads", "lookup",
+                    "recurrent_cell"]
 BlockRule = Literal["none", "trained", "depth"]
 DraftLimitRule = Literal["none", "block", "heads"]
 FloatArray = npt.NDArray[np.float64]
@@ -143,8 +144,9 @@ FAMILIES: dict[str, Family] = {
     "cross_attention": Family(parallel=False, cache="target", round_cost="autoregressive",
                               block="none", draft_limit="none", other_caches=("own_window",),
                               reads_target_kv=True),
-    # An RNN, LSTM or state-space drafter: a fixed-size state (ReDrafter, Mamba, OWL).
-    "recurrent": Family(parallel=False, cache="state", round_cost="autoregressive",
+    # A recurrent cell over the target's last hidden state and a residual MLP head, one step
+    # per drafted level, keeping a fixed-size state (ReDrafter's RNN, OWL's LSTM).
+    "recurrent": Family(parallel=False, cache="state", round_cost="recurrent_cell",
                         block="none", draft_limit="none"),
     # The target drafting over a sparse copy of its cache (MagicDec, TriForce).
     "sparse_self_spec": Family(parallel=False, cache="sparse_copy", round_cost="autoregressive",
@@ -183,8 +185,11 @@ class Drafter:
     cache: what it keeps per request (`Cache`; None: its family's); cache_window: tokens of a
     windowed cache (own_window, or a target cache read through a window); cache_budget: tokens
     of a sparse (or budgeted quantized) copy of the target's cache; cache_dtype: a quantized
-    copy's dtype; state_elems: numbers of a recurrent state per layer; lookup_tokens: token ids
-    a string-matching drafter scans per request per round (0: the whole context).
+    copy's dtype; state_elems: numbers of a recurrent drafter's state per request (its cell's
+    width); recurrent_gates: the cell's gates (1 for a plain RNN, 3 GRU, 4 LSTM); lookup_tokens:
+    token ids a string-matching drafter scans per request per round (0: the whole context).
+    A recurrent drafter's `layers` are residual MLP blocks of `hidden_size` (ReDrafter's
+    ResBlocks), its LM head its own (`own_lm_head`) over `vocab_size`.
     """
 
     slug: str
@@ -211,6 +216,7 @@ class Drafter:
     cache_budget: int = 0
     cache_dtype: str = ""
     state_elems: int = 0
+    recurrent_gates: int = 1
     lookup_tokens: int = 0
     model: Model | None = None
     weight_dtype: str = "bf16"
@@ -248,7 +254,7 @@ class Drafter:
             raise SpecError(f"{self.path}: field 'cache' = {kind!r} contradicts family "
                             f"'{self.family}', which keeps {' or '.join(map(repr, allowed))}")
         needs = {"own_window": ("cache_window", "a windowed cache needs its window in tokens"),
-                 "state": ("state_elems", "a recurrent state needs its size per layer"),
+                 "state": ("state_elems", "a recurrent state needs its size"),
                  "sparse_copy": ("cache_budget", "a sparse copy needs its token budget")}
         if kind in needs and getattr(self, needs[kind][0]) < 1:
             field_name, why = needs[kind]
@@ -290,6 +296,8 @@ class Drafter:
         """Parameters the drafter adds to the deployment (shared target weights excluded)."""
         if self.kind.is_target:
             return 0.0
+        if self.kind.round_cost == "recurrent_cell":
+            return float(self.recurrent_params())
         if self.model is not None and self.kind.cache == "model":
             return model_weight_bytes(self.model) / self.model.bytes_per_param
         d = self.hidden_size
@@ -300,6 +308,17 @@ class Drafter:
         # Medusa-1 heads: a residual block (d x d + bias) and an LM head of their own each
         total += self.medusa_heads * (d * d + d + self.target.vocab_size * d)
         return float(total)
+
+    def recurrent_params(self) -> float:
+        """A recurrent drafter's parameters: its cell (gates x (input + state) x state, input =
+        the target token's embedding, state = state_elems wide), the projection of [target
+        hidden state; cell state] to `hidden_size` where they differ, `layers` residual blocks
+        (hidden x hidden + bias) and its LM head."""
+        width, d = self.state_elems, self.hidden_size
+        cell = self.recurrent_gates * (2 * width * width + width)
+        proj = 0 if d == 2 * width else 2 * width * d + d
+        return float(cell + proj + self.layers * (d * d + d)
+                     + self.vocab_size * d * self.own_lm_head)
 
     def weight_bytes(self) -> float:
         if self.model is not None and self.kind.cache == "model":
@@ -324,7 +343,7 @@ class Drafter:
             assert self.model is not None
             return kv_layout(self.model, tp=tp, kv_dtype=kv_dtype)
         if kind == "state":
-            return CacheLayout(fixed_bytes_per_request=self.layers * self.state_elems
+            return CacheLayout(fixed_bytes_per_request=self.state_elems
                                * BYTES_PER_PARAM[state_dtype] / tp)
         dtype = self.cache_dtype if kind == "quantized_copy" else kv_dtype
         window = {"own_window": self.cache_window, "sparse_copy": self.cache_budget,
@@ -396,6 +415,7 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
         cache_window=f.integer("cache_window", 0), cache_budget=f.integer("cache_budget", 0),
         cache_dtype=f.string("cache_dtype") if f.has("cache_dtype") else "",
         state_elems=f.integer("state_elems", 0),
+        recurrent_gates=f.integer("recurrent_gates", 1, minimum=1),
         lookup_tokens=f.integer("lookup_tokens", 0),
         model=small, weight_dtype=f.string("weight_dtype", "bf16"),
         acceptance=acceptance_profile(block, path) if block else None,

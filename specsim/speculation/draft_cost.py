@@ -250,6 +250,23 @@ def _target_heads(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     return np.asarray(heads * per_head)
 
 
+def _recurrent_cell(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
+    """One step of the recurrent cell and the head per drafted level, `width` tokens per
+    request each (ReDrafter's beams): the cell over [token embedding; state] for each gate,
+    the projection of [target hidden state; cell state] to the head's width where they
+    differ, `layers` residual blocks, the LM head; and the state read and written per step.
+    Nothing of the context is read: the cell starts from the target's last hidden state."""
+    m = r.batch * r.width * (r.depth > 0)
+    width, d = drafter.state_elems, drafter.hidden_size
+    wb = BYTES_PER_PARAM[drafter.weight_dtype]
+    step = env.gemm_s(m, 2 * width, drafter.recurrent_gates * width, wb)
+    if d != 2 * width:
+        step = step + env.gemm_s(m, 2 * width, d, wb)
+    step = step + drafter.layers * env.gemm_s(m, d, d, wb) \
+        + env.gemm_s(m, d, drafter.vocab_size, wb)
+    return np.asarray(r.depth * step + _cache_upkeep_s(env, drafter, r, r.depth))
+
+
 TOKEN_ID_BYTES = 4.0  # an int32 token id, as vLLM and SGLang hold a request's tokens
 
 
@@ -269,6 +286,7 @@ COST_RULES: dict[RoundCost, Callable[[_Env, Drafter, RoundShape], FloatArray]] =
     "parallel": _parallel,
     "target_heads": _target_heads,
     "lookup": _lookup,
+    "recurrent_cell": _recurrent_cell,
 }
 
 
