@@ -358,19 +358,10 @@ def _nemotron_h(k: _Keys) -> dict[str, Any]:
     """Nemotron-H (NemotronHForCausalLM): Mamba-2, attention, squared-ReLU MLP (up and down
     only) and MoE blocks in the order of `hybrid_override_pattern` (or `layers_block_type`);
     Nemotron 3 Super/Ultra's experts work in a `moe_latent_size` latent."""
-    layers = k.int("num_hidden_layers", minimum=1)
-    pattern = _nemotron_pattern(k.config)
-    key = "hybrid_override_pattern" if k.has("hybrid_override_pattern") else "layers_block_type"
-    if pattern is None or len(pattern) != layers:
-        raise SpecError(f"{k.where}: key '{key}' must give {layers} blocks (letters M, *, -, E "
-                        "or names mamba, attention, mlp, moe)")
-    bad = sorted(set(pattern) - set(_NEMOTRON_BLOCKS))
-    if bad:
-        raise k.cannot(key, f"block {bad[0]!r}")
     for flag, what in (("use_bias", "Mamba projection biases"), ("mlp_bias", "MLP biases")):
         if k.get(flag):
             raise k.cannot(flag, what)
-    blocks = [_NEMOTRON_BLOCKS[letter] for letter in pattern]
+    blocks = [_NEMOTRON_BLOCKS[letter] for letter in _nemotron_blocks(k)]
     out: dict[str, Any] = {
         "gated_mlp": False,
         "layer_types": [mixer for mixer, _ in blocks],
@@ -385,17 +376,38 @@ def _nemotron_h(k: _Keys) -> dict[str, Any]:
     }
     if k.has("attention_head_dim"):
         out["head_dim"] = k.int("attention_head_dim", minimum=1)
-    if "E" in pattern:
-        out["moe"] = {"num_experts": k.int("n_routed_experts", minimum=1),
-                      "experts_per_token": k.int("num_experts_per_tok", minimum=1),
-                      "expert_intermediate_size": k.int("moe_intermediate_size", minimum=1)}
-        if k.get("moe_latent_size"):
-            out["moe"]["latent_size"] = k.int("moe_latent_size", minimum=1)
-        if k.int("n_shared_experts", 0):
-            out["moe"].update(num_shared_experts=k.int("n_shared_experts"),
-                              shared_expert_intermediate_size=k.int(
-                                  "moe_shared_expert_intermediate_size", minimum=1))
+    if ("mlp_only", "moe") in blocks:
+        out["moe"] = _nemotron_moe(k)
     return out
+
+
+def _nemotron_blocks(k: _Keys) -> list[str]:
+    """The block letters, one per layer, each a known kind; an error naming the key else."""
+    layers = k.int("num_hidden_layers", minimum=1)
+    pattern = _nemotron_pattern(k.config)
+    key = "hybrid_override_pattern" if k.has("hybrid_override_pattern") else "layers_block_type"
+    if pattern is None or len(pattern) != layers:
+        raise SpecError(f"{k.where}: key '{key}' must give {layers} blocks (letters M, *, -, E "
+                        "or names mamba, attention, mlp, moe)")
+    bad = sorted(set(pattern) - set(_NEMOTRON_BLOCKS))
+    if bad:
+        raise k.cannot(key, f"block {bad[0]!r}")
+    return pattern
+
+
+def _nemotron_moe(k: _Keys) -> dict[str, Any]:
+    """Nemotron-H's MoE block: routed squared-ReLU experts (in a latent where the config sets
+    one), a shared expert of its own width."""
+    moe: dict[str, Any] = {"num_experts": k.int("n_routed_experts", minimum=1),
+                           "experts_per_token": k.int("num_experts_per_tok", minimum=1),
+                           "expert_intermediate_size": k.int("moe_intermediate_size", minimum=1)}
+    if k.get("moe_latent_size"):
+        moe["latent_size"] = k.int("moe_latent_size", minimum=1)
+    if k.int("n_shared_experts", 0):
+        moe.update(num_shared_experts=k.int("n_shared_experts"),
+                   shared_expert_intermediate_size=k.int("moe_shared_expert_intermediate_size",
+                                                         minimum=1))
+    return moe
 
 
 def _mimo_v2(k: _Keys) -> dict[str, Any]:
