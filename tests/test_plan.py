@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from specsim.errors import SpecError
 from specsim.present.report import SECTIONS, write_report
@@ -278,8 +279,13 @@ def test_answer_names_the_command_of_its_own_setting(small_report: tuple[object,
     assert best is not None and best.nodes > 0 and best.shape == "chain"
     answer = _answer_section((out / "report.md").read_text())
     commands = {c.engine: c.command for c in setting_commands(plan, best)}  # type: ignore[arg-type]
-    assert set(commands) == {"vllm", "sglang"}
+    assert set(commands) == {"vllm", "sglang", "trtllm"}
     vllm, sglang = commands["vllm"], commands["sglang"]
+    # TensorRT-LLM: the chain in its extra-options YAML, capped at the batch
+    (trtllm,) = [c for c in setting_commands(plan, best) if c.engine == "trtllm"]  # type: ignore[arg-type]
+    ((_, text),) = trtllm.files
+    assert yaml.safe_load(text)["speculative_config"]["max_draft_len"] == best.nodes
+    assert trtllm.argv[-2:] == ("--max_batch_size", str(best.batch))
     assert f'"num_speculative_tokens":{best.nodes}}}' in vllm
     assert f"--max-num-seqs {best.batch}" in vllm
     assert f"--speculative-num-steps {best.nodes} " in sglang
@@ -540,4 +546,11 @@ def test_a_plain_answer_prints_commands_with_their_batch_cap() -> None:
         # beyond 8 requests SGLang captures decode graphs only as far as its GPU-memory default
         "sglang": ("python", "-m", "sglang.launch_server", "--model-path",
                    "meta-llama/Llama-3.1-8B", "--cuda-graph-max-bs-decode", str(s.batch),
-                   "--max-running-requests", str(s.batch))}
+                   "--max-running-requests", str(s.batch)),
+        # TensorRT-LLM captures graphs up to 128 requests, unpadded, unless its extra-options
+        # YAML says otherwise: the file captures them up to the batch
+        "trtllm": ("trtllm-serve", "meta-llama/Llama-3.1-8B", "--extra_llm_api_options",
+                   argvs["trtllm"][3], "--max_batch_size", str(s.batch))}
+    (trtllm,) = [c for c in plan.answer_commands if c.engine == "trtllm"]
+    assert yaml.safe_load(dict(trtllm.files)[argvs["trtllm"][3]]) == {
+        "cuda_graph_config": {"enable_padding": True, "max_batch_size": s.batch}}

@@ -151,6 +151,9 @@ class EngineAdapter:
     # Timing a drafter this engine has no method for is refused (one line, exit 2) rather than
     # answered with a reason beside the commands.
     refuses_unrunnable: bool = False
+    # The plain-decoding command, where the engine's needs more than launch, TP and cap flags
+    # (TensorRT-LLM's graph capture is set in an extra-options file); None: `plain_command`'s.
+    build_plain: Callable[[EngineAdapter, Setup, int], EngineCommand] | None = None
 
     def __post_init__(self) -> None:
         if self.builds not in get_args(Builds):
@@ -244,6 +247,8 @@ class EngineAdapter:
     def plain_command(self, setup: Setup, batch: int) -> EngineCommand:
         """The command that serves the setup's target without speculation at its TP degree,
         capped at `batch` concurrent requests."""
+        if self.build_plain is not None:
+            return self.build_plain(self, setup, batch)
         args = self.args
         argv = (*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp),
                 *self.cap_args(batch))

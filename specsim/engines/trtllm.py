@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,11 +191,13 @@ def _speculative_config(engine: EngineAdapter, method: str, drafter: Drafter, se
     return config
 
 
-def _file_name(drafter: Drafter, first: int, last: int, text: str) -> str:
-    """The extra-options file of one server: drafter, batch range and the first hex digits of
-    the text's SHA-256 (two servers' files never share a name unless they are the same file),
-    in lower-case characters a shell and a file system take as they are."""
-    stem = file_slug(Path(drafter.slug).name.removesuffix(".yaml"))[:60].rstrip("-._")
+def _file_name(drafter: Drafter | None, first: int, last: int, text: str) -> str:
+    """The extra-options file of one server: drafter ("plain" without one), batch range and
+    the first hex digits of the text's SHA-256 (two servers' files never share a name unless
+    they are the same file), in lower-case characters a shell and a file system take as they
+    are."""
+    slug = "plain" if drafter is None else Path(drafter.slug).name.removesuffix(".yaml")
+    stem = file_slug(slug)[:60].rstrip("-._")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
     return f"trtllm-{stem}-batches-{first}-{last}-{digest}.yaml"
 
@@ -212,19 +215,18 @@ def _options(engine: EngineAdapter, setup: Setup, group: list[BatchRange[int]],
     if step > rules["top_level"]["max_num_tokens"]["default"]:
         options["max_num_tokens"] = step
     timing = setup.engine
-    if timing is not None and timing.base_slug == engine.slug and not timing.spec_overlap:
-        options["disable_overlap_scheduler"] = True  # what was timed
+    if speculative is not None and timing is not None and timing.base_slug == engine.slug \
+            and not timing.spec_overlap:
+        # what was timed: speculative rounds without the overlap (a plain server keeps it)
+        options["disable_overlap_scheduler"] = True
     return options
 
 
-def _command(engine: EngineAdapter, setup: Setup, drafter: Drafter, method: str,
-             group: list[BatchRange[int]]) -> EngineCommand:
-    """One `trtllm-serve` command for the ranges of `group`, with its extra-options file."""
+def _serve(engine: EngineAdapter, setup: Setup, drafter: Drafter | None,
+           group: list[BatchRange[int]], options: dict[str, object]) -> EngineCommand:
+    """The `trtllm-serve` command of one server with its extra-options file."""
     args = engine.args
     rules = args.rules
-    speculative = _speculative_config(engine, method, drafter, setup, group) \
-        if group[0].setting else None
-    options = _options(engine, setup, group, speculative)
     found = engine.problems(options, setup.target.architecture)
     if found:
         raise SpecError(f"internal: emitted TensorRT-LLM options break engines/trtllm.yaml: "
@@ -239,6 +241,22 @@ def _command(engine: EngineAdapter, setup: Setup, drafter: Drafter, method: str,
                          batches=tuple(b for r in group for b in r.batches),
                          batch_range=(first, last), files=((name, text),),
                          step_tokens=max(r.last * (1 + r.setting) for r in group))
+
+
+def plain_command(engine: EngineAdapter, setup: Setup, batch: int) -> EngineCommand:
+    """`trtllm-serve` without speculation, capped at `batch` requests, with CUDA graphs
+    captured up to it (TensorRT-LLM's default stops at 128, unpadded)."""
+    group = [BatchRange(first=1, last=batch, batches=(batch,), setting=0)]
+    command = _serve(engine, setup, None, group, _options(engine, setup, group, None))
+    return replace(command, argv=(*command.argv, *engine.cap_args(batch)))
+
+
+def _command(engine: EngineAdapter, setup: Setup, drafter: Drafter, method: str,
+             group: list[BatchRange[int]]) -> EngineCommand:
+    """One `trtllm-serve` command for the ranges of `group`, with its extra-options file."""
+    speculative = _speculative_config(engine, method, drafter, setup, group) \
+        if group[0].setting else None
+    return _serve(engine, setup, drafter, group, _options(engine, setup, group, speculative))
 
 
 def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[EngineCommand]:
@@ -272,4 +290,5 @@ def cells(engine: EngineAdapter, rec: Recommendation, drafter: Drafter | None) -
 TRTLLM = register(EngineAdapter(
     slug="trtllm", name="TensorRT-LLM", builds="chains", batch_flag="--max_batch_size",
     per_batch_schedule=False, column="trtllm_k", table_cells=cells,
-    find_problems=problems, build_commands=commands, refuses_unrunnable=True))
+    find_problems=problems, build_commands=commands, refuses_unrunnable=True,
+    build_plain=plain_command))
