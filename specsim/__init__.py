@@ -69,6 +69,8 @@ _EXPORTS: dict[str, str] = {
     "speedup_sweep": "specsim.speculation.speedup",
     "recommend": "specsim.speculation.recommend",
     "engine_commands": "specsim.speculation.recommend",
+    "compare_structures": "specsim.speculation.round_structures",
+    "StructureOptions": "specsim.speculation.round_structures",
     "make_plan": "specsim.serving.plan",
 }
 
@@ -80,7 +82,7 @@ __all__ = [  # the names of _EXPORTS, and the version
     "DEFAULT_MEMORY_FRACTION", "serving_memory", "memory_plan", "tau_chain", "tau_constant",
     "speedup_constant_cost", "conditional_acceptance", "marginal_acceptance", "constant_profile",
     "chain", "best_first_tree", "speedup_table", "speedup_sweep", "recommend", "engine_commands",
-    "make_plan",
+    "compare_structures", "StructureOptions", "make_plan",
 ]
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time `__getattr__` loads them
@@ -105,6 +107,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time `__getattr_
     from specsim.specs.models import Model, load_model
     from specsim.specs.workloads import Workload, load_workload
     from specsim.speculation.recommend import engine_commands, recommend
+    from specsim.speculation.round_structures import StructureOptions, compare_structures
     from specsim.speculation.setup import load_setup
     from specsim.speculation.speedup import (
         Recommendation,
