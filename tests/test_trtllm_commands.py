@@ -319,6 +319,20 @@ def test_a_drafter_trtllm_cannot_run_is_refused_in_one_line() -> None:
     assert "trtllm.yaml" in out.stderr
 
 
+def test_plan_and_speedup_refuse_it_too(tmp_path: Path) -> None:
+    for args in (["plan", "--model", "vicuna-7b-v1.3", "-d", "medusa-vicuna-7b", "--engine",
+                  "trtllm", "--workload", "chat", "--out", str(tmp_path / "plan")],
+                 ["speedup", "-d", "medusa-vicuna-7b", "--engine", "trtllm:sync", "--alpha",
+                  "0.7", "--batch", "1"]):
+        out = _run(*args)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert "cannot run the medusa family" in out.stderr
+    assert list(tmp_path.iterdir()) == []
+    # an engine that times any drafter (SGLang answers with a reason beside its commands)
+    assert _run("speedup", "-d", "medusa-vicuna-7b", "--engine", "sglang", "--alpha", "0.7",
+                "--batch", "1").returncode == 0
+
+
 def test_recommend_prints_the_yaml_beside_the_command() -> None:
     out = _run("recommend", "--engine", "trtllm", "--drafter", "eagle3-llama-3.1-8b",
                "--batch", "1,8")
