@@ -26,9 +26,7 @@ from specsim.engines import (
     runs_chains,
     tree_engines,
 )
-from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_number, parameter_error
-from specsim.forward.cost import check_layout
 from specsim.forward.memory import serving_memory
 from specsim.measurement.validate import GroupError, held_out_summary
 from specsim.serving.capacity import (
@@ -51,22 +49,9 @@ from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import Engine, engine_or_none, load_engine
-from specsim.specs.hardware import (
-    DEFAULT_NODE_GPUS,
-    Hardware,
-    expected_efficiency,
-    layout_problem,
-    load_hardware,
-)
+from specsim.specs.hardware import Hardware, expected_efficiency, load_hardware
 from specsim.specs.io import builtin_names
-from specsim.specs.models import (
-    Model,
-    check_parallel,
-    check_tensor_parallel,
-    ep_problem,
-    load_model,
-    tp_problem,
-)
+from specsim.specs.models import Model, check_tensor_parallel, load_model, tp_problem
 from specsim.speculation.recommend import (
     Choice,
     EngineCommand,
@@ -105,7 +90,6 @@ DEFAULT_MIN_TOKENS_PER_S_PER_USER = 30.0
 # every plan answers with a GPU count).
 DEFAULT_USERS = 1000.0
 Progress = Callable[[str], None]
-Layout = tuple[int, int]  # (TP, EP): a replica's tensor- and expert-parallel degrees
 
 
 def _quiet(_: str) -> None:
@@ -247,17 +231,17 @@ def _bound(setup: Setup, profile: AcceptanceProfile) -> SpeedupTable | None:
 
 
 def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
-                  layouts: tuple[Layout, ...], progress: Progress) -> DrafterPlan:
+                  tps: tuple[int, ...], progress: Progress) -> DrafterPlan:
     profile = scenario.profile_for(drafter)
     setup = dataclasses.replace(base, drafter=drafter, context=scenario.decode_context_tokens)
     cands = engine_candidates(setup, profile)
     tables = []
-    for tp, ep in layouts:
-        progress(f"  {name}: serving model at {layout_text(tp, ep)} ({cands.nodes.size} "
-                 f"candidates x {len(BATCH_GRID)} batch sizes)")
-        tables.append(serving_table(dataclasses.replace(setup, ep=ep), scenario, cands, tp=tp))
-    fit = next((t for t in tables if t.weights_fit), tables[0])
-    one = dataclasses.replace(setup, tp=fit.tp, ep=fit.ep)
+    for tp in tps:
+        progress(f"  {name}: serving model at TP {tp} ({cands.nodes.size} candidates x "
+                 f"{len(BATCH_GRID)} batch sizes)")
+        tables.append(serving_table(setup, scenario, cands, tp=tp))
+    tp = next((t.tp for t in tables if t.weights_fit), tps[0])
+    one = dataclasses.replace(setup, tp=tp)
     sweep = speedup_table(one, RECOMMEND_BATCH, cands)
     rec = recommend(one, profile, RECOMMEND_BATCH, max_nodes=MAX_NODES, shape="auto")
     bound = _bound(one, profile)
@@ -265,12 +249,6 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
         commands, no_commands = tuple(engine_commands(rec, one)), ""
     except SpecError as err:
         commands, no_commands = (), str(err)
-    spans = max(fit.tp, fit.ep) > (base.hardware.node.gpus if base.hardware.node
-                                   else DEFAULT_NODE_GPUS)
-    if fit.ep > 1 or spans:  # the per-batch commands are one node's TP flags only
-        commands, no_commands = (), (
-            f"{layout_text(fit.tp, fit.ep)} needs data-, expert-parallel or multi-node flags: "
-            "the Answer gives the command of each node for its batch")
     return DrafterPlan(name=name, drafter=drafter, profile=profile, tables=tables,
                        speedup=sweep, recommendation=rec, setup=one, bound=bound,
                        curves=speedup_curves(sweep),
@@ -278,59 +256,13 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
                        commands=commands, no_commands=no_commands)
 
 
-def _plain_tables(base: Setup, scenario: Scenario, layouts: tuple[Layout, ...]
-                  ) -> list[ServingTable]:
+def _plain_plan(base: Setup, scenario: Scenario, tps: tuple[int, ...]) -> DrafterPlan:
     none = Candidates(nodes=np.zeros(1), depth=np.zeros(1), tau=np.ones(1),
                       max_width=np.zeros(1), shape=("chain",))
     setup = dataclasses.replace(base, drafter=None, draft_cost=0.0)
-    return [serving_table(dataclasses.replace(setup, ep=ep), scenario, none, tp=tp)
-            for tp, ep in layouts]
-
-
-def layout_text(tp: int, ep: int) -> str:
-    """'TP 8', or 'TP 8 x EP 16' under expert parallelism."""
-    return f"TP {tp}" + (f" x EP {ep}" if ep > 1 else "")
-
-
-def nodes_text(hw: Hardware, gpus: int, unit_gpus: int) -> str:
-    """'2 nodes of 8 NVIDIA H100 SXM5 80GB (16 GPUs), each replica across 2 nodes' for `gpus`
-    GPUs in replicas of `unit_gpus`; '' for a profile without a `node` block."""
-    node = hw.node
-    if node is None or gpus <= 0:
-        return ""
-    count = -(-gpus // node.gpus)
-    text = f"{count:,} node{'s' if count != 1 else ''} of {node.gpus} {hw.name} ({gpus:,} GPUs)"
-    if unit_gpus > node.gpus:
-        span = unit_gpus // node.gpus
-        where = (f"in one {node.scale_up_gpus}-GPU {hw.interconnect_name} domain"
-                 if unit_gpus <= node.scale_up_gpus else f"over {node.network_name}")
-        text += f", each replica across {span} nodes {where}"
-    return text
-
-
-# Nodes a replica may span when the model fits no single node (2 or 4 of them).
-SPAN_NODES = (2, 4)
-
-
-def beyond_node_layouts(model: Model, hw: Hardware, notes: list[str]) -> tuple[Layout, ...]:
-    """Layouts past one node for a model that fits none within it: TP over 2 or 4 nodes, and
-    for a MoE model TP within a node with the experts spread over 2 or 4 nodes (data-parallel
-    attention groups of that TP, vLLM's --data-parallel-size with --enable-expert-parallel).
-    Those the model's dimensions or the interconnect refuse are left out with a note."""
-    if hw.node is None:
-        return ()
-    within = max(hw.node.gpus, max(TP_DEGREES))
-    spans = [(within * k, 1) for k in SPAN_NODES]
-    if model.moe is not None and model.num_moe_layers:
-        spans += [(within, within * k) for k in SPAN_NODES]
-    kept = []
-    for tp, ep in spans:
-        problem = tp_problem(model, tp) or ep_problem(model, ep) or layout_problem(hw, tp, ep)
-        if problem is None:
-            kept.append((tp, ep))
-        else:
-            notes.append(f"{layout_text(tp, ep)} left out for {model.name}: {problem}")
-    return tuple(kept)
+    return DrafterPlan(name="none", drafter=None, profile=None,
+                       tables=[serving_table(setup, scenario, none, tp=tp) for tp in tps],
+                       speedup=None, recommendation=None)
 
 
 def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: str,
@@ -339,17 +271,14 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
               requests_per_s: float | None = None, max_ttft_p90_ms: float | None = None,
               max_itl_p99_ms: float | None = None,
               acceptance: AcceptanceProfile | None = None,
-              tps: tuple[int, ...] = TP_DEGREES, ep: int | None = None,
-              progress: Progress = _quiet, policy_seed: int = 0) -> Plan:
+              tps: tuple[int, ...] = TP_DEGREES, progress: Progress = _quiet,
+              policy_seed: int = 0) -> Plan:
     """The capacity plan for a model on a GPU under a workload (see the module docstring).
 
     drafters: slugs or paths (None: the built-in drafters trained for the model);
     acceptance: one profile for every drafter (e.g. `specsim acceptance fit` output);
     users / requests_per_s / target_tokens_per_s: the demand (at most one; none: DEFAULT_USERS
-    concurrent users, stated as a default); max_ttft_p90_ms, max_itl_p99_ms: latency SLOs, ms;
-    tps: the TP degrees tried (one: pinned); ep: the expert-parallel degree pinned (None: 1,
-    and for a model that fits no single node of a GPU with a `node` block, the layouts past
-    one node of `beyond_node_layouts` as well).
+    concurrent users, stated as a default); max_ttft_p90_ms, max_itl_p99_ms: latency SLOs, ms.
     """
     check_number(target_tokens_per_s, "target_tokens_per_s", low=0.0,
                  high=MAX_TOKENS_PER_S, low_open=True)
@@ -380,11 +309,6 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     if len(tps) == 1:  # a pinned TP (--tp): it must split the target, or one clear error
         check_tensor_parallel(target, tps[0])
     tps = _splittable(target, tps, notes)
-    layouts = tuple((tp, ep or 1) for tp in tps)
-    if ep is not None:  # a pinned EP (--ep): it must divide the experts and fit the links
-        for tp in tps:
-            check_parallel(target, tp=tp, ep=ep)
-            check_layout(hw, tp, ep)
     loaded = [load_drafter(n, target=target) for n in names]
     for n, d in zip(names, loaded, strict=True):
         if drafters is not None and base.engine is not None:  # asked for by name: an engine
@@ -393,24 +317,13 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         note = check_compatible(load_drafter(n).target, d, target, n)
         notes += [note] if note else []
         scenario.profile_for(d)
+    drafter_tps = [_splittable(d.model, tps, notes) if d.model is not None else tps
+                   for d in loaded]
     progress(f"plan: {target.name} on {hw.name}, workload {scenario.slug}, engine {engine}")
-    plain_tables = _plain_tables(base, scenario, layouts)
-    if len(tps) > 1 and ep is None and not any(t.weights_fit for t in plain_tables):
-        wider = beyond_node_layouts(target, hw, notes)
-        if wider:
-            progress(f"  {target.name} fits no single node: trying "
-                     + ", ".join(layout_text(*w) for w in wider))
-        layouts += wider
-        plain_tables += _plain_tables(base, scenario, wider)
-    plain = DrafterPlan(name="none", drafter=None, profile=None, tables=plain_tables,
-                        speedup=None, recommendation=None)
+    plain = _plain_plan(base, scenario, tps)
     check_fits_somewhere(plain.tables, target.name, hw.name)
-    all_tps = tuple(sorted({tp for tp, _ in layouts}))
-    drafter_layouts = [
-        tuple(lay for lay in layouts if lay[0] in _splittable(d.model, all_tps, notes))
-        if d.model is not None else layouts for d in loaded]
-    parts = [_drafter_plan(base, scenario, n, d, lay, progress)
-             for n, d, lay in zip(names, loaded, drafter_layouts, strict=True)]
+    parts = [_drafter_plan(base, scenario, n, d, t, progress)
+             for n, d, t in zip(names, loaded, drafter_tps, strict=True)]
     # The drafter the single-drafter sections (memory, policies) show: the one that serves a
     # user fastest; the others follow in the same order.
     parts.sort(key=lambda p: -_fastest_per_user(p.tables))
@@ -440,11 +353,12 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     if parts and parts[0].drafter is not None and parts[0].profile is not None:
         policy_drafter = parts[0].name
         progress(f"  policies: load sweep with {policy_drafter}")
-        fit = next(t for t in plain.tables if t.weights_fit)
-        if parts[0].tables and (fit.tp, fit.ep) not in {(t.tp, t.ep) for t in parts[0].tables}:
+        fit_tp = next(t.tp for t in plain.tables if t.weights_fit)
+        if parts[0].tables and fit_tp not in {t.tp for t in parts[0].tables}:
             # the drafter cannot be split over the target's TP: its own smallest that fits
-            fit = next((t for t in parts[0].tables if t.weights_fit), parts[0].tables[0])
-        setup = dataclasses.replace(base, drafter=parts[0].drafter, tp=fit.tp, ep=fit.ep)
+            fit_tp = next((t.tp for t in parts[0].tables if t.weights_fit),
+                          parts[0].tables[0].tp)
+        setup = dataclasses.replace(base, drafter=parts[0].drafter, tp=fit_tp)
         policies = simulate_policies(setup, parts[0].profile, seed=policy_seed)
     plan = Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
@@ -480,8 +394,7 @@ def why_text(parts: list[DrafterPlan], answer: Setting, tn: TnTable) -> str:
     per round against a plain step and what it yields."""
     best: tuple[float, DrafterPlan, ServingTable, int, int, int] | None = None
     for part in parts:
-        grid = next((t for t in part.tables if (t.tp, t.ep) == (answer.tp, answer.ep)),
-                    None)
+        grid = next((t for t in part.tables if t.tp == answer.tp), None)
         if grid is None or not (grid.candidates.nodes == 0).any():
             continue
         table = serving_table(grid.setup, grid.scenario, grid.candidates,
@@ -583,13 +496,10 @@ def memory_by_context(plan: Plan, contexts: tuple[float, ...]) -> list[dict[str,
     drafter's cache included when there is one)."""
     drafter = plan.drafters[0].drafter
     rows = []
-    layouts = sorted({(t.tp, t.ep) for t in plan.drafters[0].tables})
-    wide = any(ep > 1 for _, ep in layouts)  # an EP column only where a layout has one
-    for tp, ep in layouts:
+    for tp in sorted({t.tp for t in plan.drafters[0].tables}):
         for ctx in contexts:
-            m = serving_memory(plan.model, plan.hardware, 1.0, ctx, drafter=drafter, tp=tp,
-                               ep=ep)
-            rows.append({"tp": tp, **({"ep": ep} if wide else {}), "context_tokens": ctx,
+            m = serving_memory(plan.model, plan.hardware, 1.0, ctx, drafter=drafter, tp=tp)
+            rows.append({"tp": tp, "context_tokens": ctx,
                          "weights_gb": (m.weights_bytes + m.drafter_weights_bytes) / 1e9,
                          "cache_per_request_gb": m.per_request_bytes / 1e9,
                          "max_concurrency": m.max_requests})
@@ -622,16 +532,14 @@ def _choice(s: Setting) -> Choice:
 
 
 def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
-    """Commands that start a server with exactly this setting (its TP and EP, its draft length
-    or tree, its batch cap), from each engine adapter; only the engines that build it (every
-    engine for plain decoding). A replica over several nodes gets one command per node, and an
-    engine that records no flags for such a layout a refusal that says so."""
+    """Commands that start a server with exactly this setting (its TP, its draft length or
+    tree, its batch cap), from each engine adapter; only the engines that build it (every
+    engine for plain decoding)."""
     if s.nodes == 0:  # plain decoding: every engine serves it (a target with a Hub id)
         if not plan.model.hf_id:
             return []
-        plain = dataclasses.replace(plan.setup, drafter=None, tp=s.tp, ep=s.ep)
-        return [c for a in adapters()
-                for c in _spread(plan, a, s, a.plain_command(plain, s.batch), a.cap_args(s.batch))]
+        plain = dataclasses.replace(plan.setup, drafter=None, tp=s.tp)
+        return [a.plain_command(plain, s.batch) for a in adapters()]
     engines = setting_adapters(plan, s)
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if not engines or part is None or part.setup is None:
@@ -641,19 +549,6 @@ def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
     trees = [choice] if any(a.builds == "eagle_trees" for a in engines) else None
     rec = Recommendation(best=[choice], best_chain=chains, schedule_chain=chains,
                          objective="throughput", engine_trees=trees)
-    setup = dataclasses.replace(part.setup, tp=s.tp, ep=s.ep)
-    out = []
-    for a in engines:
-        cap = a.cap_args(s.batch, s.batch * (1 + s.nodes))
-        for c in a.commands(rec, setup):
-            if c.argv:
-                out += _spread(plan, a, s, dataclasses.replace(c, argv=(*c.argv, *cap)), cap)
-    return out
-
-
-def _spread(plan: Plan, engine: EngineAdapter, s: Setting, command: EngineCommand,
-            cap: tuple[str, ...]) -> list[EngineCommand]:
-    """`command` for the setting's layout (`engines.parallel.parallel_commands`)."""
-    node = plan.hardware.node
-    return parallel_commands(engine, command, tp=s.tp, ep=s.ep, tail=cap,
-                             gpus_per_node=node.gpus if node else DEFAULT_NODE_GPUS)
+    setup = dataclasses.replace(part.setup, tp=s.tp)
+    return [dataclasses.replace(c, argv=(*c.argv, *a.cap_args(s.batch, s.batch * (1 + s.nodes))))
+            for a in engines for c in a.commands(rec, setup) if c.argv]
