@@ -291,6 +291,20 @@ def test_cli_refuses_a_structure_the_engine_does_not_run(structure: str, engine:
     assert ("vLLM 0.33.0" if engine == "vllm" else "SGLang 0.5.23") in lines[0]
 
 
+@pytest.mark.parametrize(("args", "option"), [
+    (["--overlap-device", "elsewhere"], "--overlap-device"),
+    (["--stage-acceptance", "1.5"], "--stage-acceptance"),
+    (["--head-concentration", "-1"], "--head-concentration"),
+    (["--round-structure", "loops"], "--round-structure"),
+])
+def test_cli_bad_structure_options_are_one_line(args: list[str], option: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "specsim", "recommend", "--batch", "1",
+                             *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"option {option}" in lines[0], result.stderr
+
+
 def test_cli_runs_the_model_of_a_structure_on_the_roofline() -> None:
     result = CliRunner().invoke(app, ["recommend", "--batch", "1", "--engine", "roofline",
                                       "--round-structure", "multistage", "--json"])

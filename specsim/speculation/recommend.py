@@ -404,5 +404,8 @@ def requested_structures(option: str, engine: Engine | None) -> tuple[str, ...]:
     name = option.replace("-", "_")
     if name == "all":
         return STRUCTURES
+    if name not in STRUCTURES:
+        names = ", ".join(["all", *(s.replace("_", "-") for s in STRUCTURES)])
+        raise parameter_error("round_structure", f"{option!r} is not one of {names}")
     check_runs(name, engine)
     return () if name == "single" else ("single", name)

@@ -116,13 +116,6 @@ def multistage_tau(alphas: ArrayLike, stages: int, stage_acceptance: float = 1.0
     return float(tau_chain(multistage_alphas(alphas, stages, stage_acceptance)))
 
 
-def overlap_reuse(alphas: ArrayLike) -> float:
-    """q = s_g alpha_{g+1}: the chance the draft made during verification is used, from
-    alpha_1..alpha_{g+1}, shape (g + 1,)."""
-    a = np.asarray(alphas, dtype=np.float64)
-    return float(np.prod(a))
-
-
 def overlapped_s(verify_s: ArrayLike, draft_s: ArrayLike, verify_memory_s: ArrayLike,
                  draft_memory_s: ArrayLike, device: str = "same") -> FloatArray:
     """Seconds of a verification and a drafting run at the same time (broadcast shapes).
@@ -131,7 +124,8 @@ def overlapped_s(verify_s: ArrayLike, draft_s: ArrayLike, verify_memory_s: Array
     separate: the drafter on a GPU of its own; the longer of the two.
     """
     if device not in DEVICES:
-        raise parameter_error("device", f"{device!r} is not one of {', '.join(DEVICES)}")
+        raise parameter_error("overlap_device",
+                              f"{device!r} is not one of {', '.join(DEVICES)}")
     longer = np.maximum(np.asarray(verify_s, dtype=np.float64),
                         np.asarray(draft_s, dtype=np.float64))
     if device == "separate":
@@ -315,7 +309,8 @@ def compare_structures(setup: Setup, profile: AcceptanceProfile, batch: ArrayLik
     check_int(max_stages, "max_stages", low=1, high=64)
     check_number(stage_acceptance, "stage_acceptance", low=0.0, high=1.0)
     if device not in DEVICES:
-        raise parameter_error("device", f"{device!r} is not one of {', '.join(DEVICES)}")
+        raise parameter_error("overlap_device",
+                              f"{device!r} is not one of {', '.join(DEVICES)}")
     longest = max(max_stages * max_gamma, max_gamma + 1)
     alphas = np.asarray(profile.alphas(longest), dtype=np.float64)
     batches = np.atleast_1d(np.asarray(batch, dtype=np.int64))
