@@ -140,11 +140,24 @@ def test_dsa_decode_reads_top_k_latents_and_every_index_key() -> None:
 
 def test_mimo_per_layer_moe_list_and_hybrid_pattern(tmp_path: Path) -> None:
     """MiMo-V2-Flash: moe_layer_freq lists 0 then 47 ones; hybrid_layer_pattern marks 39
-    sliding-window (1) and 9 global (0) layers, the first global."""
+    sliding-window (1) and 9 global (0) layers, the first global. Keys 192 wide, values 128;
+    global layers 4 KV heads, sliding ones 8. Attention parameters by hand: q 4096 x 64 x 192,
+    k and v 4096 x kv x (192 + 128), o 64 x 128 x 4096; cache per token (bf16): 9 x 4 x 320 x 2
+    bytes, and 39 x 8 x 320 x 2 for at most 128 tokens."""
     model = _model(_config("mimo-v2-flash"), tmp_path)
     assert model.num_moe_layers == 47 and model.num_dense_mlp_layers == 1
     assert model.layer_counts == {"sliding_attention": 39, "full_attention": 9}
     assert model.layer_types[0] == "full_attention" and model.sliding_window == 128
+    q_o = 4096 * 64 * 192 + 64 * 128 * 4096
+    attention = 9 * (q_o + 4096 * 4 * 320) + 39 * (q_o + 4096 * 8 * 320)
+    assert param_breakdown(model)["attention"] == attention
+    full, sliding = kv_layout(model).segments
+    assert (full.bytes_per_token, sliding.bytes_per_token, sliding.window) == (
+        9 * 4 * 320 * 2, 39 * 8 * 320 * 2, 128)
+    ops = _ops(model, 1, 1_000)
+    assert ops["qkv_proj"].layers == 9 and ops["qkv_proj_sliding"].layers == 39
+    assert ops["qkv_proj_sliding"].gemm_n == 64 * 192 + 8 * 320
+    assert ops["o_proj"].gemm_k == 64 * 128
 
 
 # Synthetic configs below (not facts about a checkpoint): the MoE layer keys of the generic path.

@@ -160,11 +160,17 @@ def pass_work(model: Model, shape: PassShape, *, tp: int = 1,
 
 
 def _attention_projections(b: _Builder, layers: int) -> None:
+    """Q, K, V and output projections; sliding layers with KV heads of their own (MiMo-V2-Flash)
+    get their own QKV GEMM."""
     m, tp = b.model, b.tp
     q_out = m.q_heads_dim * (2 if m.attention_output_gate else 1) / tp
-    kv_out = 2 * kv_heads_per_gpu(m.num_kv_heads, tp) * m.head_dim
-    b.gemm("qkv_proj", layers, m.hidden_size, q_out + kv_out)
-    b.gemm("o_proj", layers, m.q_heads_dim / tp, m.hidden_size)
+    counts = m.layer_counts
+    sliding = counts["sliding_attention"] if m.sliding_num_kv_heads else 0
+    for name, kind, n in (("qkv_proj", "full_attention", layers - sliding),
+                          ("qkv_proj_sliding", "sliding_attention", sliding)):
+        kv_out = kv_heads_per_gpu(m.kv_heads_of(kind), tp) * (m.head_dim + m.value_head_dim)
+        b.gemm(name, n, m.hidden_size, q_out + kv_out)
+    b.gemm("o_proj", layers, m.num_attention_heads * m.value_head_dim / tp, m.hidden_size)
 
 
 def _mla_projections(b: _Builder, layers: int) -> None:
@@ -222,22 +228,24 @@ def _attention_kernels(b: _Builder) -> None:
     """
     m, tp, s = b.model, b.tp, b.shape
     heads = m.num_attention_heads / tp
-    kv_per_token = attention_kv_bytes_per_token(m, tp=tp, kv_dtype=b.kv_dtype)
     if m.mla is not None:  # queries attend over the latent plus its rope key
         qk_dim, v_dim = m.mla.cache_elems_per_token, m.mla.kv_lora_rank
     else:
-        qk_dim = v_dim = m.head_dim
+        qk_dim, v_dim = m.head_dim, m.value_head_dim
     counts = m.layer_counts
     full_window = float(m.dsa.index_topk) if m.dsa is not None else np.inf
     for kind, window in (("full_attention", full_window),
                          ("sliding_attention", m.sliding_window)):
         if not counts[kind]:
             continue
+        kv_per_token = attention_kv_bytes_per_token(m, tp=tp, kv_dtype=b.kv_dtype, kind=kind)
         w = attention_work(s, heads=heads, kv_bytes_per_token=kv_per_token, qk_dim=qk_dim,
                            v_dim=v_dim, act_bytes=b.ab, window=window)
+        # the tiled kernel model takes one head width: the mean of K's and V's moves the same
+        # bytes and does the same flops
         kernel = None if m.mla is not None else AttentionKernel(
-            shape=s, q_heads=heads, kv_heads=float(kv_heads_per_gpu(m.num_kv_heads, tp)),
-            head_dim=float(m.head_dim), kv_elem_bytes=BYTES_PER_PARAM[b.kv_dtype],
+            shape=s, q_heads=heads, kv_heads=float(kv_heads_per_gpu(m.kv_heads_of(kind), tp)),
+            head_dim=(qk_dim + v_dim) / 2, kv_elem_bytes=BYTES_PER_PARAM[b.kv_dtype],
             window=float(window))
         b.other("attention" if kind == "full_attention" else "sliding_attention", "attention",
                 counts[kind], activation=w.activation_bytes, kv_read=w.kv_read_bytes,

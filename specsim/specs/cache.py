@@ -70,14 +70,15 @@ def kv_bytes_per_token(*, kv_heads: int, head_dim: int, layers: int = 1, tp: int
     return 2.0 * layers * kv_heads_per_gpu(kv_heads, tp) * head_dim * BYTES_PER_PARAM[kv_dtype]
 
 
-def attention_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
-                                 ) -> float:
-    """Bytes of K and V (or MLA's latent) one attention layer of `model` caches per token on
-    one GPU: what its attention kernel reads per cached token."""
+def attention_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16",
+                                 kind: str = "full_attention") -> float:
+    """Bytes of K and V (or MLA's latent) one attention layer of `kind` caches per token on
+    one GPU: what its attention kernel reads per cached token. K is head_dim wide, V
+    value_head_dim (equal unless the config says otherwise)."""
     if model.mla is not None:  # one latent per token, replicated on every TP rank
         return model.mla.cache_elems_per_token * BYTES_PER_PARAM[kv_dtype]
-    return kv_bytes_per_token(kv_heads=model.num_kv_heads, head_dim=model.head_dim, tp=tp,
-                              kv_dtype=kv_dtype)
+    heads = kv_heads_per_gpu(model.kv_heads_of(kind), tp)
+    return heads * (model.head_dim + model.value_head_dim) * BYTES_PER_PARAM[kv_dtype]
 
 
 def attention_layer_kv_bytes_per_token(model: Model, *, tp: int = 1, kv_dtype: str = "bf16"
@@ -99,7 +100,9 @@ def kv_layout(model: Model, *, tp: int = 1, kv_dtype: str = "bf16", state_dtype:
     index = model.num_indexer_layers * model.dsa.index_key_bytes_per_token if model.dsa else 0.0
     segments = [CacheSegment(bytes_per_token=full * per_layer + index)] if full else []
     if sliding:
-        segments.append(CacheSegment(bytes_per_token=sliding * per_layer,
+        per_sliding = attention_kv_bytes_per_token(model, tp=tp, kv_dtype=kv_dtype,
+                                                   kind="sliding_attention")
+        segments.append(CacheSegment(bytes_per_token=sliding * per_sliding,
                                      window=model.sliding_window))
     fixed = 0.0
     linear = kinds.count("linear_attention")

@@ -412,23 +412,26 @@ def _nemotron_moe(k: _Keys) -> dict[str, Any]:
 
 def _mimo_v2(k: _Keys) -> dict[str, Any]:
     """MiMo-V2-Flash: `hybrid_layer_pattern` marks each layer sliding-window (1) or global (0),
-    `moe_layer_freq` lists which layers hold experts (read by the generic MoE block). Its
-    sliding layers have their own KV heads (`swa_num_key_value_heads`) and its values a
-    narrower width (`v_head_dim`) than the keys; the spec has one KV head count and one head
-    width, so both kinds are read with the global layers' KV heads and the key width (K/V of
-    the global layers over-counted (192 + 192) / (192 + 128) = 1.2x, of the 128-token windows
-    under-counted 4 x 384 / (8 x 320) = 0.6x; attention parameters 0.65B over the exact count,
-    0.2% of the total)."""
+    `moe_layer_freq` lists which layers hold experts (read by the generic MoE block). Values
+    are narrower than keys (`v_head_dim` 128 of 192); the sliding layers have KV heads of their
+    own (`swa_num_key_value_heads` 8, the global layers 4) and otherwise the same geometry."""
     layers = k.int("num_hidden_layers", minimum=1)
     pattern = k.get("hybrid_layer_pattern")
     if not isinstance(pattern, list) or len(pattern) != layers or \
             not all(v in (0, 1) for v in pattern):
         raise SpecError(f"{k.where}: key 'hybrid_layer_pattern' must list {layers} flags "
                         "(1 sliding window, 0 global)")
+    for swa, key in (("swa_num_attention_heads", "num_attention_heads"),
+                     ("swa_head_dim", "head_dim"), ("swa_v_head_dim", "v_head_dim")):
+        if k.has(swa) and k.get(swa) != k.get(key):
+            raise k.cannot(swa, f"sliding layers with another {key} than the global ones")
     kinds = ["sliding_attention" if v else "full_attention" for v in pattern]
-    out: dict[str, Any] = {"moe": _moe_block(k, "n_routed_experts")}
+    out: dict[str, Any] = {"moe": _moe_block(k, "n_routed_experts"),
+                           "v_head_dim": k.int("v_head_dim", minimum=1)}
     if "sliding_attention" in kinds:
-        out.update(sliding_window=k.int("sliding_window", minimum=1), layer_types=kinds)
+        out.update(sliding_window=k.int("sliding_window", minimum=1), layer_types=kinds,
+                   sliding_num_kv_heads=k.int("swa_num_key_value_heads",
+                                              k.int("num_key_value_heads"), minimum=1))
     return out
 
 

@@ -179,6 +179,8 @@ class Model:
     attention_sinks: bool = False
     layer_types: tuple[str, ...] = ()
     sliding_window: int = 0
+    v_head_dim: int = 0  # width of a value head; 0 = head_dim (MiMo-V2-Flash: 128 of 192)
+    sliding_num_kv_heads: int = 0  # KV heads of sliding layers; 0 = num_kv_heads (MiMo: 8 of 4)
     moe: MoE | None = None
     mla: MLA | None = None
     linear_attention: LinearAttention | None = None
@@ -201,6 +203,9 @@ class Model:
         if len(self.layer_types) != self.num_layers:
             raise SpecError(f"field 'layer_types' has {len(self.layer_types)} entries, "
                             f"'num_layers' is {self.num_layers}")
+        if self.num_attention_heads % self.kv_heads_of("sliding_attention"):
+            raise SpecError(f"field 'sliding_num_kv_heads' = {self.sliding_num_kv_heads} does "
+                            f"not divide 'num_attention_heads' = {self.num_attention_heads}")
         if self.num_kv_heads > self.num_attention_heads:
             raise SpecError(f"field 'num_kv_heads' = {self.num_kv_heads} exceeds "
                             f"'num_attention_heads' = {self.num_attention_heads}")
@@ -295,6 +300,16 @@ class Model:
         return self.num_attention_heads * self.head_dim
 
     @property
+    def value_head_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    def kv_heads_of(self, kind: str) -> int:
+        """KV heads of an attention layer of `kind` (sliding layers may have their own)."""
+        if kind == "sliding_attention" and self.sliding_num_kv_heads:
+            return self.sliding_num_kv_heads
+        return self.num_kv_heads
+
+    @property
     def kv_heads_dim(self) -> int:
         return self.num_kv_heads * self.head_dim
 
@@ -317,12 +332,14 @@ def tp_problem(model: Model, tp: int) -> str | None:
     model_executor/layers/mamba/mamba_mixer2.py asserts both); linear attention splits its key
     and value heads. Each problem names the dimension that does not divide.
     """
-    heads, kv = model.num_attention_heads, model.num_kv_heads
+    heads = model.num_attention_heads
     degree = f"tensor parallel degree {tp}"
     if tp < 1 or heads % tp:
         return f"{degree} must divide the {heads} attention heads of {model.name}"
-    if kv % tp and tp % kv:
-        return f"{degree} and the {kv} KV heads of {model.name} must divide one another"
+    for kv in sorted({model.kv_heads_of(kind) for kind in model.layer_counts
+                      if kind in ATTENTION_KINDS} or {model.num_kv_heads}):
+        if kv % tp and tp % kv:
+            return f"{degree} and the {kv} KV heads of {model.name} must divide one another"
     if model.mamba is not None and "mamba" in model.layer_types:
         mb = model.mamba
         if mb.num_heads % tp:
@@ -414,6 +431,8 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
         attention_sinks=f.boolean("attention_sinks", False),
         layer_types=_layer_types(f, num_layers),
         sliding_window=f.integer("sliding_window", 0),
+        v_head_dim=f.integer("v_head_dim", 0),
+        sliding_num_kv_heads=f.integer("sliding_num_kv_heads", 0),
         moe=_moe(f.sub("moe", required=False)),
         mla=_mla(f.sub("mla", required=False)),
         linear_attention=_linear(f.sub("linear_attention", required=False)),

@@ -15,8 +15,9 @@ from specsim.specs.models import Model
 EXPERT_COMPONENTS = ("experts",)
 
 
-def attention_params(model: Model) -> float:
-    """Parameters of one softmax-attention block (projections, biases, norms, sinks)."""
+def attention_params(model: Model, kind: str = "full_attention") -> float:
+    """Parameters of one softmax-attention block of `kind` (projections, biases, norms,
+    sinks); value heads may be narrower than key heads, sliding layers have their KV heads."""
     d, h = model.hidden_size, model.num_attention_heads
     if model.mla is not None:
         m = model.mla
@@ -27,9 +28,10 @@ def attention_params(model: Model) -> float:
             + m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
         return float(q + kv + h * m.v_head_dim * d)
     q_out = model.q_heads_dim * (2 if model.attention_output_gate else 1)
-    weights = d * (q_out + 2 * model.kv_heads_dim) + model.q_heads_dim * d
-    biases = (model.q_heads_dim + 2 * model.kv_heads_dim) * model.qkv_bias \
-        + d * model.attention_output_bias
+    kv_out = model.kv_heads_of(kind) * (model.head_dim + model.value_head_dim)
+    o_in = h * model.value_head_dim
+    weights = d * (q_out + kv_out) + o_in * d
+    biases = (model.q_heads_dim + kv_out) * model.qkv_bias + d * model.attention_output_bias
     norms = 2 * model.head_dim * model.qk_norm
     return float(weights + biases + norms + h * model.attention_sinks)
 
@@ -94,11 +96,11 @@ def param_breakdown(model: Model) -> dict[str, float]:
     """Total parameters per component (all layers summed); MTP modules are not counted."""
     d = model.hidden_size
     counts = model.layer_counts
-    attn_layers = model.num_attention_layers
     out = {
         "embedding": float(model.vocab_size * d),
         "lm_head": 0.0 if model.tie_word_embeddings else float(model.vocab_size * d),
-        "attention": attn_layers * attention_params(model),
+        "attention": sum(counts[kind] * attention_params(model, kind)
+                         for kind in ("full_attention", "sliding_attention")),
         "linear_attention": counts["linear_attention"] * linear_attention_params(model),
         "norms": float((model.num_sublayers + 1) * d),
         "mlp": model.num_dense_mlp_layers * dense_mlp_params(model),
