@@ -36,7 +36,8 @@ LARGE = {"mtp-deepseek-v3": ("h200", 8, "fp8"), "p-eagle-gpt-oss-120b": ("h100-s
          "mtp-deepseek-r1": ("h200", 8, "fp8"), "mtp-deepseek-v3.2": ("h200", 8, "fp8"),
          "mtp-glm-4.5": ("h200", 8, ""), "eagle3-llama-4-maverick": ("h200", 8, "fp8"),
          # Kimi-K2 (1.03T parameters in fp8) fits 8 GPUs of 180 GB, not of 141 GB
-         "eagle3-kimi-k2": ("b200", 8, "fp8")}
+         "eagle3-kimi-k2": ("b200", 8, "fp8"), "mtp-glm-5": ("h200", 8, "fp8"),
+         "mtp-qwen3.5-397b-a17b": ("h200", 8, "fp8")}
 # Families neither engine runs (vLLM 0.33.0, SGLang 0.5.23), per engine.
 # LayerSkip, MagicDec and QuantSpec self-speculation and ReDrafter have a method in neither.
 # Prompt lookup runs as vLLM's `ngram`; SGLang's NGRAM is not emitted by specsim yet.
@@ -50,8 +51,9 @@ NO_TRTLLM = (NO_SGLANG - {"ngram-vicuna-7b"}) | {"eagle-llama-3.1-8b", "eagle-vi
                                                  "dflash-qwen3-8b", "dspark-qwen3-8b"}
 
 
-# Drafters with no published acceptance (the MTP modules of DeepSeek-R1, DeepSeek-V3.2 and
-# GLM-4.5) are checked at a stated alpha: the recorded rules hold for any setting emitted.
+# Drafters with no published acceptance (the MTP modules of DeepSeek-R1, DeepSeek-V3.2, GLM-4.5,
+# GLM-5 and Qwen3.5-397B-A17B) are checked at a stated alpha: the recorded rules hold for any
+# setting emitted.
 NO_ACCEPTANCE_ALPHA = 0.8
 
 

@@ -17,7 +17,8 @@ REQUIRED = {"llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "qwen3-4b", "qwen3-8b
             "qwen3-next-80b-a3b",
             # frontier models served with speculation (issue 26)
             "deepseek-r1", "deepseek-v3.2", "kimi-k2", "glm-4.5", "minimax-m2.5",
-            "qwen3-235b-a22b", "llama-4-scout", "llama-4-maverick", "nemotron-3-nano-30b-a3b"}
+            "qwen3-235b-a22b", "llama-4-scout", "llama-4-maverick", "nemotron-3-nano-30b-a3b",
+            "glm-5", "qwen3.5-397b-a17b"}
 
 
 def test_all_required_models_are_built_in() -> None:
