@@ -29,8 +29,8 @@ def long_context(
     hardware: HardwareOpt = DEFAULT_HARDWARE,
     model: Annotated[str | None, typer.Option(
         "--model", "-m", help="Target model (default: the first drafter's target).")] = None,
-    context: Annotated[str, typer.Option(help="Cached tokens per request to sweep.")]
-    = DEFAULT_CONTEXTS,
+    context: Annotated[str | None, typer.Option(
+        help=f"Cached tokens per request to sweep (default {DEFAULT_CONTEXTS}).")] = None,
     batch: Annotated[str, typer.Option(help="Batch sizes (concurrent requests).")]
     = "1,8,32,128",
     max_gamma: Annotated[int, typer.Option(help="Longest chain to consider.", min=1, max=64)]
@@ -51,7 +51,7 @@ def long_context(
 
     if plot is not None:
         check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
-    ctx = parse_ints(context, "--context")
+    ctx = parse_ints(context or DEFAULT_CONTEXTS, "--context")
     batches = parse_ints(batch, "--batch")
     sweeps = []
     target = model
