@@ -395,3 +395,26 @@ def test_trtllm_rows_are_predicted_from_sourced_terms() -> None:
     for row in ("trtllm-blog2-b200-dsr1-fp4-mtp3-b1",
                 "trtllm-blog2-b200-dsr1-fp4-mtp3-relaxed-b1"):
         assert by_id[row].predicted is None and by_id[row].reason == NO_TAU
+
+
+def test_expert_parallel_servers_get_ep_size() -> None:
+    """gpt-oss-120b's 128 experts over 8 GPUs: `--tp_size 8 --ep_size 8` (serve.py
+    --moe_expert_parallel_size / --ep_size), as parsed."""
+    setup, profile = load_setup(drafter="eagle3-gpt-oss-120b", hardware="h200", tp=8, ep=8,
+                                engine="trtllm")
+    rec = recommend(setup, profile, [1, 16])
+    (c, *_) = [c for c in engine_commands(rec, setup) if c.engine == "trtllm"]
+    _, options, _ = parse_serve(list(c.argv), dict(c.files))
+    assert (options["--tp_size"], options["--ep_size"]) == (8, 8)
+
+
+def test_recommend_json_carries_the_files() -> None:
+    import json
+
+    out = _run("recommend", "--engine", "trtllm", "--drafter", "eagle3-llama-3.1-8b",
+               "--batch", "1,8", "--json")
+    assert out.returncode == 0, out.stderr
+    (c,) = [c for c in json.loads(out.stdout)["commands"] if c["engine"] == "trtllm"]
+    files = {f["name"]: f["text"] for f in c["files"]}
+    parse_serve(c["argv"], files)
+    assert c["argv"][c["argv"].index("--extra_llm_api_options") + 1] in files
