@@ -28,7 +28,12 @@ from specsim.speculation.round_structures import (
     stop_lengths,
 )
 from specsim.speculation.speedup import Setup
-from specsim.speculation.structure_results import SPECDEC_HEAD_CONCENTRATION
+from specsim.speculation.structure_results import (
+    SPECDEC_HEAD_CONCENTRATION,
+    WIN_TOLERANCE,
+    StructureChoice,
+    StructureComparison,
+)
 
 H100 = load_hardware("h100-sxm")
 LLAMA8B = load_model("llama-3.1-8b")
@@ -250,6 +255,22 @@ def test_recommend_single_row_is_its_best_chain() -> None:
     for s, chain in zip(single, rec.best_chain, strict=True):
         assert s.speedup == pytest.approx(chain.speedup, rel=1e-12)
     assert recommend(setup, constant_profile(0.8), [1]).structures is None
+
+
+def _choice(structure: str, speedup: float) -> StructureChoice:
+    return StructureChoice(batch=1, structure=structure, gamma=4, stages=1, threshold=1.0,
+                           tau=2.0, drafted=4.0, round_s=1.0, speedup=speedup,
+                           tokens_per_s_per_user=2.0, throughput=2.0, fits=True)
+
+
+def test_a_structure_wins_only_beyond_the_tolerance() -> None:
+    near = StructureComparison(rows=(_choice("single", 2.0), _choice("overlap", 2.009)),
+                               stage_acceptance=1.0, device="same", head_concentration=2.1)
+    ahead = dataclasses.replace(near, rows=(_choice("single", 2.0), _choice("overlap", 2.011),
+                                            _choice("adaptive_stop", 2.02)))
+    assert [r.structure for r in near.best()] == ["single"]  # +0.45% < WIN_TOLERANCE
+    assert [r.structure for r in ahead.best()] == ["adaptive_stop"]
+    assert WIN_TOLERANCE == 0.005
 
 
 def test_engines_run_single_rounds_only() -> None:

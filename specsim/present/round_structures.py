@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from specsim.speculation.structure_results import WIN_TOLERANCE
+
 if TYPE_CHECKING:
     from specsim.speculation.structure_results import StructureChoice, StructureComparison
 
@@ -49,12 +51,17 @@ def structure_lines(c: StructureComparison) -> list[str]:
     lines = ["round structures (specsim's model; best setting of each per batch, speedup over "
              "plain decoding):"]
     for best in c.best():
+        if not best.fits:
+            lines.append(f"  batch {best.batch}: does not fit in memory")
+            continue
         others = [r for r in c.rows if r.batch == best.batch]
         parts = "; ".join(f"{LABELS[r.structure]} {setting_text(r, c.head_concentration)} "
                           f"{r.speedup:.2f}x"
                           for r in others)
         base = single[best.batch].speedup
-        verdict = ("the single round wins" if best.structure == "single" else
+        verdict = ("the single round wins (no other is ahead by more than "
+                   f"{WIN_TOLERANCE:.1%})"
+                   if best.structure == "single" else
                    f"{LABELS[best.structure]} wins, {100 * (best.speedup / base - 1):+.1f}%")
         lines.append(f"  batch {best.batch}: {parts} -> {verdict}")
     shown = {r.structure for r in c.rows}
