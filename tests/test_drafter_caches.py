@@ -221,3 +221,18 @@ def test_redrafter_is_its_rnn_cell_residual_blocks_and_lm_head() -> None:
     longer = draft_time_s(d, H100, round_shape(batch=1, depth=4, nodes=4, accepted=2.0,
                                                context=131072))
     assert longer[0] == t[1]  # nothing of the context is read
+
+
+def test_longspec_keeps_its_window_and_reads_the_targets_cache() -> None:
+    """LongSpec for Llama-3-8B: one Llama layer (by hand: attention 4096 x (32 + 2 x 8) x 128
+    + 32 x 128 x 4096, MLP 3 x 4096 x 14336, 2 norms) plus its cross-attention's query and
+    output projections (2 x 4096 x 4096); its own cache is 512 tokens x 2 x 8 x 128 x 2 B at
+    any context past 512, while each pass reads the target's K/V of the whole context, so
+    drafting costs more at 128k than at 32k."""
+    d = load_drafter("longspec-llama-3.1-8b")
+    layer = 4096 * 48 * 128 + 32 * 128 * 4096 + 3 * 4096 * 14336 + 2 * 4096
+    assert d.params() == layer + 2 * 4096 * 4096
+    assert d.cache_layout().bytes_per_request([32768, 131072]).tolist() == [512 * 4096.0] * 2
+    t = draft_time_s(d, H100, round_shape(batch=8, depth=4, nodes=4, accepted=2.0,
+                                          context=[32768, 131072]))
+    assert t[1] > t[0]

@@ -39,10 +39,11 @@ LARGE = {"mtp-deepseek-v3": ("h200", 8, "fp8"), "p-eagle-gpt-oss-120b": ("h100-s
          "eagle3-kimi-k2": ("b200", 8, "fp8"), "mtp-glm-5": ("h200", 8, "fp8"),
          "mtp-qwen3.5-397b-a17b": ("h200", 8, "fp8")}
 # Families neither engine runs (vLLM 0.33.0, SGLang 0.5.23), per engine.
-# LayerSkip, MagicDec and QuantSpec self-speculation and ReDrafter have a method in neither.
+# LayerSkip, MagicDec and QuantSpec self-speculation, ReDrafter and LongSpec have a method in
+# neither.
 # Prompt lookup runs as vLLM's `ngram`; SGLang's NGRAM is not emitted by specsim yet.
 SELF_SPEC = {"layerskip-llama-2-7b", "magicdec-llama-2-7b-32k", "magicdec-llama-3.1-8b",
-             "quantspec-llama-2-7b-32k", "redrafter-vicuna-7b"}
+             "quantspec-llama-2-7b-32k", "redrafter-vicuna-7b", "longspec-llama-3.1-8b"}
 NO_VLLM = {"medusa-vicuna-7b", "dedit-qwen3-4b", "hspec-qwen3-8b"} | SELF_SPEC
 NO_SGLANG = NO_VLLM | {"p-eagle-gpt-oss-120b", "ngram-vicuna-7b"}
 # TensorRT-LLM's PyTorch backend (engines/trtllm.yaml families): no EAGLE-1 checkpoints (it

@@ -35,11 +35,11 @@ from specsim.speculation.setup import load_setup
 REPO = Path(__file__).resolve().parent.parent
 BASH = shutil.which("bash")
 # Built-in drafters whose family neither vLLM 0.33.0 nor SGLang 0.5.23 runs (Medusa, DEdit,
-# HSpec, LayerSkip, MagicDec and QuantSpec self-speculation, ReDrafter: no method in either
-# engine's release).
+# HSpec, LayerSkip, MagicDec and QuantSpec self-speculation, ReDrafter, LongSpec: no method in
+# either engine's release).
 NO_ENGINE = {"medusa-vicuna-7b", "dedit-qwen3-4b", "hspec-qwen3-8b", "layerskip-llama-2-7b",
              "magicdec-llama-2-7b-32k", "magicdec-llama-3.1-8b", "quantspec-llama-2-7b-32k",
-             "redrafter-vicuna-7b"}
+             "redrafter-vicuna-7b", "longspec-llama-3.1-8b"}
 pytestmark = pytest.mark.skipif(BASH is None, reason="needs bash to paste commands into")
 
 # The stub writes its argument count, its name and its arguments, each NUL-terminated (an

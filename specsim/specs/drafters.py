@@ -292,6 +292,13 @@ class Drafter:
             + self.num_attention_heads * self.head_dim * d
         return float(attn + 3 * d * self.intermediate_size + 2 * d)
 
+    def cross_attention_params(self) -> float:
+        """Parameters of one layer's cross-attention to the target's cache (its own query and
+        output projections; keys and values are the target's), 0 without one."""
+        if not self.kind.reads_target_kv:
+            return 0.0
+        return float(2 * self.hidden_size * self.num_attention_heads * self.head_dim)
+
     def params(self) -> float:
         """Parameters the drafter adds to the deployment (shared target weights excluded)."""
         if self.kind.is_target:
@@ -302,6 +309,7 @@ class Drafter:
             return model_weight_bytes(self.model) / self.model.bytes_per_param
         d = self.hidden_size
         total = self.layers * self.layer_params()
+        total += self.layers * self.cross_attention_params()
         total += self.fused_target_layers * d * d  # fc fusing target hidden states
         total += self.vocab_size * d * self.own_lm_head
         total += 2 * self.markov_rank * self.target.vocab_size  # low-rank transition table

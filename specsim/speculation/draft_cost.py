@@ -173,7 +173,19 @@ def _autoregressive(env: _Env, drafter: Drafter, r: RoundShape) -> FloatArray:
     later = env.pass_s(model, r.width, r.batch, context, _kv_dtype(env, drafter))
     fuse = _fuse_s(env, drafter, r.batch * first_tokens)
     upkeep = _cache_upkeep_s(env, drafter, r, r.depth)
-    return first + np.maximum(r.depth - 1, 0) * later + fuse + upkeep
+    cross = _cross_attention_s(env, drafter, r.batch * first_tokens) \
+        + np.maximum(r.depth - 1, 0) * _cross_attention_s(env, drafter, r.batch * r.width)
+    return first + np.maximum(r.depth - 1, 0) * later + fuse + upkeep + cross
+
+
+def _cross_attention_s(env: _Env, drafter: Drafter, tokens: FloatArray) -> FloatArray:
+    """The query and output projections of each layer's cross-attention to the target's
+    cache (GliDe, LongSpec), for `tokens` tokens of one pass; the K/V it reads are counted in
+    the pass's attention (`Drafter.context_read`)."""
+    if not drafter.kind.reads_target_kv:
+        return np.zeros_like(tokens)
+    d, qo = drafter.hidden_size, drafter.num_attention_heads * drafter.head_dim
+    return drafter.layers * (env.gemm_s(tokens, d, qo) + env.gemm_s(tokens, qo, d))
 
 
 def _kv_dtype(env: _Env, drafter: Drafter) -> str:
