@@ -39,11 +39,12 @@ def test_h100_all_reduce_is_the_measured_custom_all_reduce_per_tp_degree() -> No
 
 
 def test_an_unmeasured_degree_is_a_ring_over_the_link() -> None:
-    """TP 16 on the H100 (none measured) and any degree on the A100 (no table): the NCCL
-    latency (16 us H100, 8 GPUs) + 2 (tp - 1) / tp x bytes / 450 GB/s."""
-    hw = load_hardware("h100-sxm")
-    got = collective_time_s(np.array([1e6]), hw, 16)[0]
-    assert got == pytest.approx(16e-6 + 2 * 15 / 16 * 1e6 / 450e9)
+    """A degree with no measured table within one scale-up domain: the NCCL latency + 2 (tp - 1)
+    / tp x bytes / link bandwidth (MI300X TP 8: 14.87 us, 448 GB/s; the A100 has no table). TP 16
+    on the 8-GPU H100 board crosses the network: tests/test_multinode.py."""
+    hw = load_hardware("mi300x")
+    got = collective_time_s(np.array([1e6]), hw, 8)[0]
+    assert got == pytest.approx(14.87e-6 + 2 * 7 / 8 * 1e6 / 448e9)
     a100 = load_hardware("a100-80g-sxm")
     assert not a100.allreduce_s
     assert collective_time_s(np.array([0.0]), a100, 8)[0] == pytest.approx(
@@ -166,3 +167,14 @@ def test_an_engine_whose_prefill_mixing_is_not_a_boolean_names_the_field(tmp_pat
     bad.write_text(text.replace("prefill_mixed:\n  value: false", "prefill_mixed:\n  value: 3"))
     with pytest.raises(SpecError, match=r"eng\.yaml: field 'prefill_mixed' must be true or false"):
         load_engine(str(bad))
+
+
+def test_a_hybrid_block_counts_its_one_mixer_and_one_norm() -> None:
+    """Nemotron-3-Nano-30B-A3B: 52 blocks of one mixer each (23 Mamba-2, 23 MoE, 6 attention)
+    and one fused add+RMSNorm each. On SGLang (engines/sglang.yaml): Mamba 1 + 5, MoE 1 + its
+    router (the shared expert is fused into the routed kernels), attention 1 + 6 (8 less the
+    two norms of a decoder layer), plus 8 a pass: 23 x 6 + 23 x 2 + 6 x 7 + 8 = 234. A Llama
+    layer keeps its 8 + 3: 32 x 11 + 8 = 360."""
+    sglang = load_engine("sglang")
+    assert engine_time.model_kernels(sglang, load_model("nemotron-3-nano-30b-a3b")) == 234
+    assert engine_time.model_kernels(sglang, load_model("llama-3.1-8b")) == 360

@@ -22,6 +22,9 @@ The terms (under `priors:`, SI units):
     mla_extra_kernels_per_layer  extra kernels of an MLA attention block (absorbed decode) over
                            a GQA one; qk_norm_kernels_per_layer: of a model's q/k RMSNorms;
                            shared_expert_kernels_per_layer: of an MoE layer's shared experts
+    mamba_kernels_per_layer  kernels of a Mamba-2 token mixer (in and out projections, the
+                           convolution and state updates, the gated norm), in place of an
+                           attention block's in a hybrid model's Mamba layers
     quant_kernels_per_gemm  kernels that quantize a dense GEMM's activations to the weights'
                            dtype (fp8 / int8 weights) before it, per such GEMM and layer, where
                            the engine does not fuse them into the preceding kernel
@@ -88,7 +91,8 @@ FITTABLE = {"eager": ("op_host_s", "round_s"),
 
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
          "mlp_kernels_per_layer", "mla_extra_kernels_per_layer", "qk_norm_kernels_per_layer",
-         "shared_expert_kernels_per_layer", "quant_kernels_per_gemm", "kernel_s", "per_pass_s",
+         "shared_expert_kernels_per_layer", "mamba_kernels_per_layer",
+         "quant_kernels_per_gemm", "kernel_s", "per_pass_s",
          "per_request_s",
          "drafter_pass_s", "round_s", "moe_layer_s", "moe_expert_floor_s", "round_request_s")
 WEIGHT_DTYPES = ("fp8", "int4", "mxfp4")
@@ -153,6 +157,7 @@ class Engine:
     mla_extra_kernels_per_layer: float = 0.0
     qk_norm_kernels_per_layer: float = 0.0
     shared_expert_kernels_per_layer: float = 0.0
+    mamba_kernels_per_layer: float = 0.0
     quant_kernels_per_gemm: float = 0.0
     kernel_s: float = 0.0
     drafter_ops: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)

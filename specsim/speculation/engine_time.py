@@ -82,20 +82,34 @@ def quantized_gemms(model: Model, weight_dtype: str = "") -> float:
                      and op.weight_dtype in ACTIVATION_QUANT_DTYPES))
 
 
+# The two fused add+RMSNorm kernels a decoder layer's `kernels_per_layer` holds (before its
+# attention and before its MLP); a hybrid block with one mixer and no MLP (Nemotron-H) runs one.
+NORM_KERNELS = 2
+
+
 def model_kernels(engine: Engine, model: Model, weight_dtype: str = "") -> float:
     """Eager ops (a CUDA-graph engine: kernels) one forward pass of `model` issues (with its
-    weights in `weight_dtype`; "" = the model's own)."""
+    weights in `weight_dtype`; "" = the model's own), counted per layer: its norms, its token
+    mixer (an attention block: `kernels_per_layer` less its norms, plus MLA's and q/k norms';
+    a Mamba-2 block: `mamba_kernels_per_layer`; an MLP-only block: none) and its channel mixer
+    (a dense MLP, an MoE layer's router and shared experts beside the fused-MoE stack, or
+    none), plus the pass's own."""
     quant = (engine.quant_kernels_per_gemm * quantized_gemms(model, weight_dtype)
              if engine.quant_kernels_per_gemm else 0.0)
+    mixers = model.layer_types or ("full_attention",) * model.num_layers
+    mlps = model.mlp_kinds
+    attention = sum(k not in ("mamba", "mlp_only") for k in mixers)
+    norms = sum(1 if k == "mlp_only" or m == "none" else NORM_KERNELS
+                for k, m in zip(mixers, mlps, strict=True))
     moe = model.moe
     shared = model.num_moe_layers if moe is not None and moe.num_shared_experts else 0
-    return (model.num_layers * engine.kernels_per_layer
-            + (model.num_layers - model.num_moe_layers) * engine.mlp_kernels_per_layer
+    return (norms + attention * (engine.kernels_per_layer - NORM_KERNELS)
+            + mixers.count("mamba") * engine.mamba_kernels_per_layer
+            + mlps.count("dense") * engine.mlp_kernels_per_layer
             + model.num_moe_layers * engine.moe_extra_kernels_per_layer
             + shared * engine.shared_expert_kernels_per_layer
-            + (model.num_layers if model.mla is not None else 0)
-            * engine.mla_extra_kernels_per_layer
-            + (model.num_layers if model.qk_norm else 0) * engine.qk_norm_kernels_per_layer
+            + (attention if model.mla is not None else 0) * engine.mla_extra_kernels_per_layer
+            + (attention if model.qk_norm else 0) * engine.qk_norm_kernels_per_layer
             + engine.kernels_per_pass + quant)
 
 
