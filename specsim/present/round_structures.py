@@ -32,7 +32,10 @@ def setting_text(r: StructureChoice, head_concentration: float) -> str:
     """The setting of one row in words: 'chain of 5', '2 stages of 8', 'cap 8, h 0.30'
     (a head that knows each outcome stops at the first rejection whatever h below 1)."""
     if r.structure == "multistage":
-        return f"{r.stages} stage{'s' if r.stages > 1 else ''} of {r.gamma}"
+        stages = f"{r.stages} stage{'s' if r.stages > 1 else ''} of {r.gamma}"
+        if r.stages == 1 or r.threshold >= 1.0:
+            return stages
+        return f"up to {stages} while confident (h {r.threshold:.1f}), {r.drafted:.1f} drafted"
     if r.structure == "adaptive_stop":
         if r.threshold >= 1.0:
             h = "never stops"

@@ -12,13 +12,17 @@ single (one round):
 
 multistage (DLoop, Gu et al. 2026): k drafting stages of g tokens each, the drafter standing
 in its own hidden states for the target's it has not got yet, then one verification of all kg:
-    round = max(V(kg) + k D(g) + H, H_o)
+    round = max(V(kg) + k D(g) + H, H_o)        (h = 1; else V(E K) + E[max_b K_b / g] D(g))
     tokens = 1 + sum_{i<=kg} prod_{l<=i} a_l,  a_{(s-1)g+j} = rho^(s-1) alpha_j
 One verification checks the whole chain, so a token of stage s counts only if every earlier
 token was accepted. Each stage is a fresh block anchored at the previous stage's last token, so
 its positions restart the per-position profile; rho (`stage_acceptance`) is what drafting from
 its own states instead of the target's costs each further stage (1: loop-aware training
-closes that gap entirely, the bound). k = 1 is the single round exactly.
+closes that gap entirely, the bound). DLoop drafts the next stage only while the drafter stays
+confident: here, while the predicted chance that the draft so far is all accepted,
+a_1 ... a_{sg}, stays at or above 1 - h (the adaptive stop's head and rule, asked between
+stages only), up to k stages; h = 1 always drafts k. A round then drafts K tokens, and the
+batch as many stages as its longest draft. k = 1 is the single round exactly.
 
 overlap (PEARL, Liu et al. 2024, post-verify): while the target verifies g drafted tokens, the
 drafter drafts the g + 1 after them (its guess for the bonus position, then g more). The bonus
@@ -63,7 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
+from scipy import signal, stats
 
 from specsim.errors import check_int, check_number, parameter_error
 from specsim.forward.shapes import FloatArray
@@ -90,6 +94,10 @@ STOP_THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 # tokens of a round agree with a seeded Monte Carlo of 200,000 rounds within its noise
 # (tests/test_round_structures.py).
 SURVIVAL_POINTS = 384
+# A multi-stage drafter asks its head only between stages, so its survival grid spans down to
+# 1e-6 (below, a token adds under 1e-6 to tau), in steps of 1% of the survival.
+STAGE_SURVIVAL_FLOOR = 1e-6
+STAGE_SURVIVAL_POINTS = 1389
 BETA_ATOMS = 64
 # Flops scale that leaves a pass only its HBM time (the memory part of the roofline).
 UNBOUNDED_FLOPS = 1e9
@@ -192,7 +200,7 @@ def head_atoms(alpha: float, concentration: float) -> tuple[FloatArray, FloatArr
 
 
 def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: float = 0.0,
-                 *, every_cap: bool = False) -> StopLengths:
+                 *, every_cap: bool = False, stride: int = 1) -> StopLengths:
     """The adaptive stop's draft lengths and tokens per round (module docstring).
 
     Args:
@@ -200,8 +208,10 @@ def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: f
         thresholds: h in [0, 1] per setting, (H,); 1 never stops (a chain of the cap).
         head_concentration: kappa >= 0 of the head's Beta spread (0: it knows each outcome;
             inf: it knows only alpha_i).
-        every_cap: settings for every cap 1..g under each threshold (S = H g, threshold-major),
-            else for the cap g only (S = H).
+        every_cap: settings for every cap under each threshold (threshold-major), else for
+            the cap g only (S = H).
+        stride: the head is asked only after every `stride` tokens (a multi-stage drafter
+            decides between stages of that many); the caps are its multiples, and g one.
     """
     a = np.asarray(alphas, dtype=np.float64)
     h = np.atleast_1d(np.asarray(thresholds, dtype=np.float64))
@@ -211,12 +221,19 @@ def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: f
         raise parameter_error("threshold", f"must lie in [0, 1], got {h}")
     if not head_concentration >= 0.0:
         raise parameter_error("head_concentration", f"must be >= 0, got {head_concentration}")
-    atoms = [head_atoms(float(x), head_concentration) for x in a]
     g = a.size
-    caps = np.arange(1, g + 1) if every_cap else np.array([g])
+    check_int(stride, "stride", low=1, high=g)
+    if g % stride:
+        raise parameter_error("stride", f"{g} positions are not whole stages of {stride}")
+    atoms = [head_atoms(float(x), head_concentration) for x in a]
+    caps = np.arange(stride, g + 1, stride) if every_cap else np.array([g])
     lengths, tau = [], []
+    factors = _stage_factors(atoms, stride) if stride > 1 else []
     for threshold in h.tolist():
-        stops, going, tokens = _stop_program(atoms, 1.0 - threshold)
+        if stride == 1 or threshold >= 1.0:
+            stops, going, tokens = _stop_program(atoms, 1.0 - threshold)
+        else:
+            stops, going, tokens = _stage_program(factors, a, 1.0 - threshold, stride)
         for c in caps.tolist():
             # cap c: the threshold's stops before c, and every round still drafting at c
             row = np.zeros(g + 1)
@@ -231,17 +248,17 @@ def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: f
 
 def _stop_program(atoms: Sequence[tuple[FloatArray, FloatArray]], floor: float
                   ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Per draft step k = 0..g of the stop at survival below `floor`, with no cap: the
-    probability it stops right after token k, the probability it is still drafting after k,
-    and the expected tokens of a round capped at k (accepted + 1), each (g + 1,).
+    """Per draft step k = 0..g of the stop at survival below `floor`, asked after every token,
+    with no cap: the probability it stops right after token k, the probability it is still
+    drafting after k, and the expected tokens of a round capped at k (accepted + 1), each
+    (g + 1,).
 
     The drafting rounds' survival s = a_1 ... a_k lies in [floor, 1]; it is kept as mass on a
     log-spaced grid there (linear in log s between neighbours, exact where an atom is 0 or 1).
     h = 1 (floor 0) never stops: one grid point, no stops.
     """
     g = len(atoms)
-    low = math.log(floor) if floor > 0.0 else -1.0
-    grid = np.linspace(low, 0.0, SURVIVAL_POINTS) if floor > 0.0 else np.zeros(1)
+    grid = np.linspace(math.log(floor), 0.0, SURVIVAL_POINTS) if floor > 0.0 else np.zeros(1)
     survival = np.exp(grid)
     mass = np.zeros(grid.size)
     mass[-1] = 1.0  # nothing drafted yet: survival 1
@@ -258,6 +275,64 @@ def _stop_program(atoms: Sequence[tuple[FloatArray, FloatArray]], floor: float
         going[k] = going[k - 1] - stops[k]
         mass = _regrid(np.log(np.where(stop, 1.0, s)), np.where(stop, 0.0, m), grid)
     return stops, going, tokens
+
+
+def _stage_program(factors: Sequence[FloatArray], alphas: FloatArray, floor: float,
+                   stride: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """`_stop_program` for a head asked only after every `stride` tokens (between stages).
+
+    Within a stage nothing stops, so a stage multiplies the survival by the product of its
+    tokens' acceptances (`_stage_factors`). The survival is kept in depth t = -log s / step on
+    STAGE_SURVIVAL_POINTS points down to STAGE_SURVIVAL_FLOOR (what falls lower is gone: it
+    stops at the stage's end, and each of its tokens is worth under 1e-6). A stage's tokens
+    add E[s at its start] times sum_j prod_{i<=j} alpha_i over the stage's positions: exact,
+    as acceptances are independent given the head's predictions.
+    """
+    g = alphas.size
+    points = STAGE_SURVIVAL_POINTS
+    step = -math.log(STAGE_SURVIVAL_FLOOR) / (points - 1)
+    survival = np.exp(-step * np.arange(points))
+    kept = np.arange(points) <= -math.log(floor) / step
+    mass = np.zeros(points)
+    mass[0] = 1.0
+    stops, going, tokens = np.zeros(g + 1), np.ones(g + 1), np.ones(g + 1)
+    for stage, start in enumerate(range(0, g, stride)):
+        end = start + stride
+        worth = float(np.cumprod(alphas[start:end]).sum())
+        tokens[start + 1:end + 1] = tokens[start]  # a cap falls only on a stage's end
+        tokens[end] = tokens[start] + float(mass @ survival) * worth
+        mass = np.maximum(signal.fftconvolve(mass, factors[stage])[:points], 0.0)
+        left = float(mass[kept].sum())
+        going[start + 1:end + 1] = going[start]
+        stops[end] = going[start] - left
+        going[end] = left
+        mass = np.where(kept, mass, 0.0)
+    return stops, going, tokens
+
+
+def _stage_factors(atoms: Sequence[tuple[FloatArray, FloatArray]], stride: int
+                   ) -> list[FloatArray]:
+    """Per stage of `stride` tokens, the distribution of the product of their acceptances in
+    depth -log / step (`_stage_program`'s grid), each token's values split linearly between
+    the two nearest depths; below the grid, gone."""
+    points = STAGE_SURVIVAL_POINTS
+    step = -math.log(STAGE_SURVIVAL_FLOOR) / (points - 1)
+    factors = []
+    for start in range(0, len(atoms), stride):
+        factor = np.zeros(points)
+        factor[0] = 1.0
+        for values, probs in atoms[start:start + stride]:
+            kernel = np.zeros(points)
+            with np.errstate(divide="ignore"):
+                depth = -np.log(values) / step
+            inside = np.isfinite(depth) & (depth <= points - 1)
+            lo = np.minimum(np.floor(depth[inside]).astype(np.intp), points - 2)
+            frac = depth[inside] - lo
+            np.add.at(kernel, lo, probs[inside] * (1.0 - frac))
+            np.add.at(kernel, lo + 1, probs[inside] * frac)
+            factor = np.maximum(signal.fftconvolve(factor, kernel)[:points], 0.0)
+        factors.append(factor)
+    return factors
 
 
 def _regrid(log_s: FloatArray, mass: FloatArray, grid: FloatArray) -> FloatArray:
@@ -321,7 +396,8 @@ def compare_structures(setup: Setup, profile: AcceptanceProfile, batch: ArrayLik
         if s == "single":
             parts[s] = _single(table, alphas, max_gamma)
         elif s == "multistage":
-            parts[s] = _multistage(table, alphas, max_gamma, max_stages, stage_acceptance)
+            parts[s] = _multistage(table, alphas, max_gamma, max_stages, stage_acceptance,
+                                   head_concentration, thresholds)
         elif s == "overlap":
             parts[s] = _overlap(setup, table, alphas, max_gamma, device)
         else:
@@ -367,15 +443,26 @@ def _single(table: SpeedupTable, alphas: FloatArray, max_gamma: int) -> list[Str
 
 
 def _multistage(table: SpeedupTable, alphas: FloatArray, max_gamma: int, max_stages: int,
-                rho: float) -> list[StructureChoice]:
-    g, k = (x.ravel() for x in np.meshgrid(np.arange(1, max_gamma + 1),
-                                           np.arange(1, max_stages + 1)))
-    tau = np.array([multistage_tau(alphas[:gi], int(ki), rho)
-                    for gi, ki in zip(g.tolist(), k.tolist(), strict=True)])
-    round_s = _round(table, table.verify_s[:, g * k], k * table.draft_s[:, g])
-    nan = np.full(g.size, np.nan)
-    return _pick("multistage", table, tau, round_s, g.astype(np.float64),
-                 k.astype(np.float64), nan, (g * k).astype(np.float64))
+                rho: float, concentration: float, thresholds: Sequence[float]
+                ) -> list[StructureChoice]:
+    """Stages of g = 1..max_gamma tokens, up to k = max_stages of them, going on to the next
+    stage while the head's predicted survival stays above 1 - h (h = 1: always k stages)."""
+    h = np.array(sorted({*thresholds, 1.0}), dtype=np.float64)
+    n = np.arange(table.verify_s.shape[1], dtype=np.float64)
+    parts: list[tuple[FloatArray, ...]] = []
+    for g in range(1, max_gamma + 1):
+        chain = multistage_alphas(alphas[:g], max_stages, rho)
+        stop = stop_lengths(chain, h, concentration, every_cap=True, stride=g)
+        mean = stop.mean_length
+        verify = np.stack([np.interp(mean, n, row) for row in table.verify_s])
+        longest = stop.longest_probability(table.batch)  # (B, S, k g + 1)
+        stages = longest @ (np.arange(longest.shape[-1]) / g)  # E[max stages over the batch]
+        round_s = _round(table, verify, stages * table.draft_s[:, g:g + 1])
+        parts.append((stop.tau, round_s.T, np.full(h.size * max_stages, float(g)),
+                      stop.caps / g, stop.thresholds, mean))
+    tau, round_t, gamma, k, threshold, drafted = (np.concatenate(p) for p in zip(*parts,
+                                                                                strict=True))
+    return _pick("multistage", table, tau, round_t.T, gamma, k, threshold, drafted)
 
 
 def _overlap(setup: Setup, table: SpeedupTable, alphas: FloatArray, max_gamma: int,
