@@ -418,3 +418,27 @@ def test_recommend_json_carries_the_files() -> None:
     files = {f["name"]: f["text"] for f in c["files"]}
     parse_serve(c["argv"], files)
     assert c["argv"][c["argv"].index("--extra_llm_api_options") + 1] in files
+
+
+# ------------------------------------------------------------------ kernel counts
+
+
+@pytest.mark.parametrize(("model", "weights", "kernels"), [
+    # 32 layers x (2 fused add+RMSNorm, QKV GEMM, QKV preprocessing, XQA, O GEMM; gate_up,
+    # SwiGLU, down) + 6 per pass (embedding, final norm, gather, LM head, argmax, copy)
+    ("llama-3.1-8b", "", 32 * (6 + 3) + 6),
+    # Qwen3: + the fused q/k-norm-and-RoPE kernel per layer
+    ("qwen3-8b", "", 36 * (6 + 3 + 1) + 6),
+    # DeepSeek-V3 in bf16 (no fp8 quantization kernels): 61 MLA layers (+5 each), 3 dense MLPs,
+    # 58 MoE layers with a router GEMM and a shared-expert GatedMLP (3)
+    ("deepseek-v3", "bf16", 61 * (6 + 5) + 3 * 3 + 58 * (1 + 3) + 6),
+    # gpt-oss-120b: 36 layers, each MoE with its router GEMM
+    ("gpt-oss-120b", "", 36 * (6 + 1) + 6),
+])
+def test_kernels_per_pass_as_counted_in_the_trtllm_source(model: str, weights: str,
+                                                          kernels: int) -> None:
+    from specsim.specs.engines import load_engine
+    from specsim.specs.models import load_model
+    from specsim.speculation.engine_time import model_kernels
+
+    assert model_kernels(load_engine("trtllm"), load_model(model), weights) == kernels
