@@ -236,3 +236,22 @@ def test_longspec_keeps_its_window_and_reads_the_targets_cache() -> None:
     t = draft_time_s(d, H100, round_shape(batch=8, depth=4, nodes=4, accepted=2.0,
                                           context=[32768, 131072]))
     assert t[1] > t[0]
+
+
+def test_prompt_lookup_runs_as_sglangs_ngram_chain_without_a_model() -> None:
+    """SGLang 0.5.23's NGRAM takes no draft model and drafts a tree of
+    --speculative-num-draft-tokens nodes rooted at the last verified token, as wide as
+    --speculative-ngram-max-bfs-breadth: breadth 1 and chain + 1 tokens are the chain timed."""
+    from specsim.speculation.recommend import engine_commands, recommend
+
+    setup, profile = load_setup(hardware="h100-sxm", drafter="ngram-vicuna-7b",
+                                engine="sglang")
+    rec = recommend(setup, profile, [1])
+    (command,) = [c for c in engine_commands(rec, setup) if c.engine == "sglang"]
+    argv = list(command.argv)
+    assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert argv[argv.index("--speculative-ngram-max-bfs-breadth") + 1] == "1"
+    chain = rec.engine_trees[0] if rec.engine_trees else None
+    assert chain is not None and chain.nodes > 0
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == str(chain.nodes + 1)
+    assert "--speculative-draft-model-path" not in argv

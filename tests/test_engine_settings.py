@@ -40,16 +40,15 @@ LARGE = {"mtp-deepseek-v3": ("h200", 8, "fp8"), "p-eagle-gpt-oss-120b": ("h100-s
          "mtp-qwen3.5-397b-a17b": ("h200", 8, "fp8")}
 # Families neither engine runs (vLLM 0.33.0, SGLang 0.5.23), per engine.
 # LayerSkip, MagicDec and QuantSpec self-speculation, ReDrafter and LongSpec have a method in
-# neither.
-# Prompt lookup runs as vLLM's `ngram`; SGLang's NGRAM is not emitted by specsim yet.
+# neither. Prompt lookup runs as vLLM's `ngram` and SGLang's NGRAM.
 SELF_SPEC = {"layerskip-llama-2-7b", "magicdec-llama-2-7b-32k", "magicdec-llama-3.1-8b",
              "quantspec-llama-2-7b-32k", "redrafter-vicuna-7b", "longspec-llama-3.1-8b"}
 NO_VLLM = {"medusa-vicuna-7b", "dedit-qwen3-4b", "hspec-qwen3-8b"} | SELF_SPEC
-NO_SGLANG = NO_VLLM | {"p-eagle-gpt-oss-120b", "ngram-vicuna-7b"}
+NO_SGLANG = NO_VLLM | {"p-eagle-gpt-oss-120b"}
 # TensorRT-LLM's PyTorch backend (engines/trtllm.yaml families): no EAGLE-1 checkpoints (it
 # runs decoding_type Eagle as EAGLE-3), no Medusa or P-EAGLE; DFlash / DSpark not emitted.
-NO_TRTLLM = (NO_SGLANG - {"ngram-vicuna-7b"}) | {"eagle-llama-3.1-8b", "eagle-vicuna-7b",
-                                                 "dflash-qwen3-8b", "dspark-qwen3-8b"}
+NO_TRTLLM = NO_SGLANG | {"eagle-llama-3.1-8b", "eagle-vicuna-7b", "dflash-qwen3-8b",
+                         "dspark-qwen3-8b"}
 
 
 # Drafters with no published acceptance (the MTP modules of DeepSeek-R1, DeepSeek-V3.2, GLM-4.5,

@@ -52,7 +52,11 @@ def problems(engine: EngineAdapter, flags: Mapping[str, Any], target_architectur
     if spec["draft_path"] == "required" and not flags.get(rules["draft_flag"]) \
             and not _builtin_draft(rules, algorithm, target_architecture):
         found.append(f"{algorithm} needs {rules['draft_flag']}")
-    given = [flags.get(f) for f in TRIPLE]
+    if spec["draft_path"] == "none" and flags.get(rules["draft_flag"]):
+        found.append(f"{algorithm} drafts without a model; do not pass {rules['draft_flag']}")
+    found += [f"{algorithm} needs {flag} {value}" for flag, value
+              in spec.get("fixed_flags", {}).items() if flags.get(flag) != value]
+    given = [flags.get(f) for f in TRIPLE if f != spec.get("block_flag")]
     if not spec["tree"]:
         block = flags.get(spec["block_flag"])
         if not isinstance(block, int) or block < 1:
@@ -93,9 +97,10 @@ def speculative_args(drafter: Drafter | None, choice: Choice) -> dict[str, objec
         args[topk] = max(choice.max_width, 1)
         args[tokens] = choice.nodes + 1
     elif spec["draft_tokens"] == "block":
-        args[spec["block_flag"]] = choice.nodes + 1  # DFLASH: the block, anchor included
+        args[spec["block_flag"]] = choice.nodes + 1  # DFLASH, NGRAM: the anchor included
     else:
         args[spec["block_flag"]] = choice.nodes  # DSPARK: gamma draft tokens
+    args.update(spec.get("fixed_flags", {}))
     return args
 
 
@@ -120,7 +125,8 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
         return [engine.unable(drafter)]
     rules = args.rules
     builtin = _builtin_draft(rules, algorithm, setup.target.architecture)
-    if not drafter.checkpoint and not builtin:
+    modelless = rules["algorithms"][algorithm]["draft_path"] == "none"
+    if not drafter.checkpoint and not builtin and not modelless:
         return [engine.refuse(f"{one_line(drafter.slug)} has no published checkpoint for "
                               f"{rules['draft_flag']}: {checkpoint_hint(drafter)}")]
     rows = [c for c in rec.engine_trees if c.fits]
@@ -131,7 +137,7 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
     timing = setup.engine
     if timing is not None and timing.base_slug == engine.slug and not timing.spec_overlap:
         head.append(rules["sync_flag"])  # what was timed: rounds without the overlap
-    words = [_words(engine, drafter, c, setup, builtin) for c in rows]
+    words = [_words(engine, drafter, c, setup, builtin, modelless) for c in rows]
     return [EngineCommand(engine=engine.slug, version=args.version,
                           argv=(*(head if r.setting else plain), *r.setting),
                           batches=r.batches, batch_range=(r.first, r.last))
@@ -139,14 +145,14 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
 
 
 def _words(engine: EngineAdapter, drafter: Drafter, choice: Choice, setup: Setup,
-           builtin: bool) -> tuple[str, ...]:
+           builtin: bool, modelless: bool = False) -> tuple[str, ...]:
     """The speculative flags of one batch's setting as argument words (none: no speculation),
-    checked against engines/sglang.yaml."""
+    checked against engines/sglang.yaml; `modelless`: the algorithm takes no draft model."""
     if not choice.nodes:
         return ()
     flags = speculative_args(drafter, choice)
     draft_flag = engine.args.rules["draft_flag"]
-    if not builtin or drafter.checkpoint != target_id(setup):
+    if not modelless and (not builtin or drafter.checkpoint != target_id(setup)):
         flags[draft_flag] = drafter.checkpoint
     found = engine.problems(flags, setup.target.architecture)
     if found:
