@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from specsim.present.render import table
 from specsim.speculation.structure_results import WIN_TOLERANCE
 
 if TYPE_CHECKING:
@@ -15,6 +16,8 @@ Row = dict[str, Any]
 # How each structure is named where it is printed.
 LABELS = {"single": "single round", "multistage": "multi-stage (DLoop)",
           "overlap": "overlapped drafting (PEARL)", "adaptive_stop": "adaptive stop (SpecDec++)"}
+SHORT = {"single": "single", "multistage": "multi-stage", "overlap": "overlap",
+         "adaptive_stop": "adaptive stop"}
 
 
 def structure_rows(c: StructureComparison) -> list[Row]:
@@ -29,45 +32,44 @@ def structure_rows(c: StructureComparison) -> list[Row]:
 
 
 def setting_text(r: StructureChoice, head_concentration: float) -> str:
-    """The setting of one row in words: 'chain of 5', '2 stages of 8', 'cap 8, h 0.30'
-    (a head that knows each outcome stops at the first rejection whatever h below 1)."""
+    """The setting of one row, short: 'chain 5', '4x6' (k stages of g), 'up to 4x6 h 0.6'
+    (stages while confident), 'cap 8 h 0.3' (a head that knows each outcome stops at the
+    first rejection whatever h below 1)."""
     if r.structure == "multistage":
-        stages = f"{r.stages} stage{'s' if r.stages > 1 else ''} of {r.gamma}"
+        stages = f"{r.stages}x{r.gamma}"
         if r.stages == 1 or r.threshold >= 1.0:
             return stages
-        return f"up to {stages} while confident (h {r.threshold:.1f}), {r.drafted:.1f} drafted"
+        return f"up to {stages} h {r.threshold:.1f}"
     if r.structure == "adaptive_stop":
         if r.threshold >= 1.0:
-            h = "never stops"
-        elif head_concentration == 0.0:
-            h = "stops at the first rejection"
-        else:
-            h = f"h {r.threshold:.2f}"
-        return f"cap {r.gamma}, {h}, {r.drafted:.1f} drafted"
-    return f"chain of {r.gamma}"
+            return f"cap {r.gamma} no stop"
+        if head_concentration == 0.0:
+            return f"cap {r.gamma} first rejection"
+        return f"cap {r.gamma} h {r.threshold:.1f}"
+    return f"chain {r.gamma}"
 
 
 def structure_lines(c: StructureComparison) -> list[str]:
-    """What `recommend` prints under its commands: per batch, which structure wins and by how
-    much over the single round; which engines run each; the assumptions of the bounds."""
+    """What `recommend` prints under its commands: per batch, each structure's best setting
+    and speedup and which wins by how much over the single round (a table); which engines run
+    each; the assumptions of the bounds."""
     single = {r.batch: r for r in c.rows if r.structure == "single"}
-    lines = ["round structures (specsim's model; best setting of each per batch, speedup over "
-             "plain decoding):"]
+    shown = [s for s in LABELS if any(r.structure == s for r in c.rows)]
+    rows = []
     for best in c.best():
-        if not best.fits:
-            lines.append(f"  batch {best.batch}: does not fit in memory")
-            continue
-        others = [r for r in c.rows if r.batch == best.batch]
-        parts = "; ".join(f"{LABELS[r.structure]} {setting_text(r, c.head_concentration)} "
-                          f"{r.speedup:.2f}x"
-                          for r in others)
+        row: Row = {"batch": best.batch}
+        for r in (r for r in c.rows if r.batch == best.batch):
+            row[LABELS[r.structure]] = (f"{r.speedup:.2f}x {setting_text(r, c.head_concentration)}"
+                                        if r.fits else "-")
         base = single[best.batch].speedup
-        verdict = ("the single round wins (no other is ahead by more than "
-                   f"{WIN_TOLERANCE:.1%})"
-                   if best.structure == "single" else
-                   f"{LABELS[best.structure]} wins, {100 * (best.speedup / base - 1):+.1f}%")
-        lines.append(f"  batch {best.batch}: {parts} -> {verdict}")
-    shown = {r.structure for r in c.rows}
+        row["wins"] = ("does not fit" if not best.fits else
+                       "single round" if best.structure == "single" else
+                       f"{SHORT[best.structure]} {100 * (best.speedup / base - 1):+.1f}%")
+        rows.append(row)
+    title = ("round structures (specsim's model): speedup over plain decoding and setting of "
+             f"each; one wins only by more than {WIN_TOLERANCE:.1%}")
+    lines = [title, *("  " + line for line in
+                      table(rows, ["batch", *(LABELS[s] for s in shown), "wins"]).splitlines())]
     for s in LABELS:
         if s in shown and s != "single":
             who = c.runs.get(s, "")
