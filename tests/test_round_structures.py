@@ -27,6 +27,7 @@ from specsim.speculation.round_structures import (
     overlapped_s,
     stop_lengths,
 )
+from specsim.speculation.setup import load_setup
 from specsim.speculation.speedup import Setup
 from specsim.speculation.structure_results import (
     SPECDEC_HEAD_CONCENTRATION,
@@ -138,6 +139,20 @@ def test_overlap_with_a_free_drafter_is_the_single_round() -> None:
     for o, s in zip(overlap, single, strict=True):
         assert o.gamma == s.gamma
         assert o.speedup == pytest.approx(s.speedup, rel=1e-12)
+
+
+def test_memory_bound_passes_do_not_overlap_on_one_gpu() -> None:
+    # batch 1, no engine: verification and EAGLE-3's passes both stream weights from HBM, so
+    # together they take their sum, and the redraft after a rejection comes on top; on a GPU
+    # of its own the drafter hides under the verification instead
+    setup, profile = load_setup(drafter="eagle3-llama-3.1-8b", engine="roofline")
+    same = {r.structure: r for r in compare_structures(
+        setup, profile, [1], max_gamma=7, structures=("single", "overlap")).rows}
+    apart = {r.structure: r for r in compare_structures(
+        setup, profile, [1], max_gamma=7, structures=("single", "overlap"),
+        device="separate").rows}
+    assert same["overlap"].speedup < same["single"].speedup
+    assert apart["overlap"].speedup > apart["single"].speedup
 
 
 def test_overlap_round_by_hand_on_a_separate_gpu() -> None:
