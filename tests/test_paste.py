@@ -139,8 +139,10 @@ def _check_command(shell: Shell, c: EngineCommand, target: str, checkpoint: str,
         assert argv[argv.index("--extra_llm_api_options") + 1] == name
         spec = yaml.safe_load(text).get("speculative_config")
         assert spec is None or speculative
-        if spec is not None and "speculative_model" in spec:
-            assert spec["speculative_model"] == checkpoint
+        model = None if spec is None else spec.get("speculative_model_dir",
+                                                   spec.get("speculative_model"))
+        if model is not None:
+            assert model == checkpoint
     else:
         assert argv[:5] == ["python", "-m", "sglang.launch_server", "--model-path", target]
         if "--speculative-draft-model-path" in argv:

@@ -151,8 +151,9 @@ def _check_llm_args(extra: dict[str, Any]) -> None:
     _fields("speculative_config", spec, {**args["decoding_base"], **algorithm["fields"]})
     k = spec["max_draft_len"]
     assert k >= algorithm["min_draft_len"], "max_draft_len must be > 0"
-    if algorithm["requires_model"]:
-        assert spec.get("speculative_model"), "Draft model must be provided"
+    if algorithm["requires_model"]:  # either name (AliasChoices)
+        assert spec.get("speculative_model") or spec.get("speculative_model_dir"), \
+            "Draft model must be provided"
     schedule = spec.get("draft_len_schedule")
     assert schedule is None or "max_concurrency" not in spec, "mutually exclusive"
     if schedule is not None:
@@ -227,8 +228,10 @@ def _spec(c: Any) -> dict[str, Any] | None:
 def test_a_shortening_chain_is_one_server_with_a_schedule() -> None:
     # 5 at batches 1-8, 3 at 9-64: draft_len_schedule {8: 5, 64: 3}, max_draft_len 5
     (c,) = _commands({1: 5, 8: 5, 64: 3})
-    assert _spec(c) == {"decoding_type": "Eagle3", "max_draft_len": 5,
-                        "speculative_model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    # EAGLE-3 as `decoding_type: Eagle` with `speculative_model_dir`, as TensorRT-LLM's own
+    # published configs write it (issues #9603, #9208)
+    assert _spec(c) == {"decoding_type": "Eagle", "max_draft_len": 5,
+                        "speculative_model_dir": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                         "draft_len_schedule": {8: 5, 64: 3}}
     assert c.batch_range == (1, 64) and c.argv[-2:] == ("--max_batch_size", "64")
 
@@ -236,8 +239,8 @@ def test_a_shortening_chain_is_one_server_with_a_schedule() -> None:
 def test_speculation_that_stops_paying_is_a_cut_off() -> None:
     # 3 at batches 1-8, none at 9-64: max_concurrency 8
     (c,) = _commands({1: 3, 8: 3, 64: 0})
-    assert _spec(c) == {"decoding_type": "Eagle3", "max_draft_len": 3,
-                        "speculative_model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    assert _spec(c) == {"decoding_type": "Eagle", "max_draft_len": 3,
+                        "speculative_model_dir": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                         "max_concurrency": 8}
 
 
@@ -256,7 +259,9 @@ def test_mtp_uses_the_targets_own_layers() -> None:
                          schedule_chain=rows)
     (c,) = [c for c in engine_commands(rec, setup) if c.engine == "trtllm"]
     assert list(c.argv[:4]) == ["trtllm-serve", "deepseek-ai/DeepSeek-V3", "--tp_size", "8"]
-    assert _spec(c) == {"decoding_type": "MTP", "max_draft_len": 1}
+    # num_nextn_predict_layers beside max_draft_len: what tech blog 2's config gives
+    assert _spec(c) == {"decoding_type": "MTP", "max_draft_len": 1,
+                        "num_nextn_predict_layers": 1}
 
 
 MTP_RELAXED = {"decoding_type": "MTP", "max_draft_len": 3,
@@ -269,6 +274,9 @@ REFUSED = [
      "decoding_type 'Medusa' (absent from TensorRT-LLM's PyTorch backend)"),
     ({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3}},
      "Eagle3 needs speculative_model"),
+    ({"speculative_config": {"decoding_type": "Eagle", "max_draft_len": 3,
+                             "speculative_model": "x/y", "speculative_model_dir": "x/y"}},
+     "not both"),
     ({"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 0,
                              "speculative_model": "x/y"}}, "max_draft_len must be > 0"),
     ({"speculative_config": {**MTP_RELAXED, "relaxed_topk": 0}}, "relaxed_topk = 0 must be > 0"),

@@ -2,7 +2,8 @@
 
 The PyTorch backend takes its speculative setting from the `speculative_config` of the YAML
 that `--extra_llm_api_options` names (TorchLlmArgs, extra="forbid"): a decoding type (Eagle3,
-MTP, NGram, SA, Draft_Target), `max_draft_len`, and a per-batch schedule of draft lengths
+MTP, NGram, SA, Draft_Target; EAGLE-3 written as `Eagle`, the name released versions take),
+`max_draft_len`, and a per-batch schedule of draft lengths
 (`draft_len_schedule`, {batch threshold: draft length}, its smallest key holding
 max_draft_len) or a cut-off above which it stops speculating (`max_concurrency`), where the
 mode supports a dynamic draft length. One server covers every batch size where the schedule
@@ -129,7 +130,10 @@ def _speculative_problems(engine: EngineAdapter, spec: Mapping[str, Any]) -> lis
     if not isinstance(k, int) or k < algorithm["min_draft_len"]:
         found.append(f"max_draft_len must be > 0 for {kind}, got {k!r}")
         k = None
-    if algorithm["requires_model"] and not spec.get("speculative_model"):
+    models = [k for k in ("speculative_model", "speculative_model_dir") if spec.get(k)]
+    if len(models) > 1:
+        found.append("give speculative_model or speculative_model_dir, not both")
+    if algorithm["requires_model"] and not models:
         found.append(f"{kind} needs speculative_model (the draft checkpoint)")
     schedule_rule = llm_args["schedule"]
     schedule = spec.get(schedule_rule["key"])
@@ -175,12 +179,15 @@ def _speculative_config(engine: EngineAdapter, method: str, drafter: Drafter, se
                         group: list[BatchRange[int]]) -> dict[str, object]:
     """The speculative_config of one server covering `group` (its first range's chain is the
     longest): a fixed length, a cut-off above which speculation stops, or a schedule."""
-    algorithm = engine.args.rules["llm_args"]["algorithms"][method]
+    rules = engine.args.rules
+    algorithm = rules["llm_args"]["algorithms"][method]
     k = group[0].setting
     config: dict[str, object] = {"decoding_type": method, "max_draft_len": k}
+    if rules["mtp_layers_key"] in algorithm["fields"]:  # MTP: where releases read the length
+        config[rules["mtp_layers_key"]] = k
     if drafter.checkpoint and (algorithm["requires_model"]
                                or drafter.checkpoint != target_id(setup)):
-        config["speculative_model"] = drafter.checkpoint
+        config[rules["written_aliases"]["speculative_model"]] = drafter.checkpoint
     if len(group) == 1:
         return config
     speculating = [r for r in group if r.setting]
