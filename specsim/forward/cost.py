@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from specsim.errors import check_int
+from specsim.errors import check_int, parameter_error
 from specsim.forward.attention_time import attention_kernel_time_s
 from specsim.forward.gemm import gemm_time_s
 from specsim.forward.ops import AttentionKernel, Op, pass_work
@@ -33,7 +33,7 @@ from specsim.forward.shapes import (
 )
 from specsim.specs.defaults import MAX_TREE_NODES
 from specsim.specs.dtypes import Precision
-from specsim.specs.hardware import AttentionKernels, Hardware
+from specsim.specs.hardware import AttentionKernels, Hardware, layout_problem
 from specsim.specs.models import Model
 
 
@@ -114,8 +114,9 @@ class PassCost:
         return out
 
 
-def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -> OpCost:
-    """Time one op on `hw`, by its class."""
+def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1,
+            ep: int = 1) -> OpCost:
+    """Time one op on `hw`, by its class (collectives over `tp` GPUs, all-to-alls over `ep`)."""
     eff = hw.efficiency
     bw, peak = hw.hbm_bandwidth_bytes_per_s, hw.flops_per_s(compute_dtype)
     if op.op_class == "gemm":
@@ -138,7 +139,7 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1) -
         return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * eff.gemm.bandwidth,
                       flops_per_s=peak * eff.gemm.flops)
     if op.op_class == "all_to_all":
-        return OpCost(op=op, time_s=all_to_all_time_s(op.bytes_, hw),
+        return OpCost(op=op, time_s=all_to_all_time_s(op.bytes_, hw, ep),
                       bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
                       flops_per_s=peak)
     if op.op_class == "communication":
@@ -195,21 +196,67 @@ def tiled_attention_time_s(kernel: AttentionKernel, kernels: AttentionKernels,
 def pass_cost(model: Model, hw: Hardware, shape: PassShape, *, tp: int = 1,
               precision: Precision | None = None, ep: int = 1) -> PassCost:
     """Time S forward passes of `model` on `hw` with TP-way tensor parallelism (and the routed
-    experts spread over `ep` GPUs)."""
+    experts spread over `ep` GPUs). A layout the model's dimensions do not divide, then one
+    that does not fit the GPU's interconnect (`check_layout`), is refused naming the option."""
     precision = precision or Precision()
     ops = pass_work(model, shape, tp=tp, precision=precision, ep=ep)
-    costs = tuple(op_cost(op, hw, compute_dtype=precision.compute_dtype, tp=tp) for op in ops)
+    check_layout(hw, tp, ep)
+    costs = tuple(op_cost(op, hw, compute_dtype=precision.compute_dtype, tp=tp, ep=ep)
+                  for op in ops)
     return PassCost(ops=costs, tokens=shape.tokens, overhead_s=hw.efficiency.pass_overhead_s)
 
 
-def all_to_all_time_s(bytes_: FloatArray, hw: Hardware) -> FloatArray:
-    """One all-to-all in which each GPU sends `bytes_`: latency + bytes / link bandwidth."""
-    return np.asarray(hw.interconnect_latency_s + bytes_ / hw.interconnect_bandwidth_bytes_per_s,
-                      dtype=np.float64)
+def check_layout(hw: Hardware, tp: int, ep: int = 1) -> None:
+    """SpecError naming --tp (or --ep, where the expert group is the wider one) when a replica
+    of TP `tp` and EP `ep` does not fit the GPU's interconnect (`specs.hardware.layout_problem`)."""
+    problem = layout_problem(hw, tp, ep)
+    if problem is not None:
+        raise parameter_error("ep" if ep > tp else "tp", problem)
+
+
+def all_to_all_time_s(bytes_: FloatArray, hw: Hardware, ep: int = 1) -> FloatArray:
+    """One all-to-all in which each GPU sends `bytes_` to the other EP - 1 GPUs of its group.
+
+    Within one scale-up domain (EP <= the profile's `node.scale_up_gpus`): latency + bytes /
+    link bandwidth. Across domains the share bound for the d - 1 peers of its own domain,
+    (d - 1)/(EP - 1), goes over the link while the rest, (EP - d)/(EP - 1), leaves over the
+    GPU's own NIC at the same time; a token bound for another node crosses the NIC and then
+    the peer's link (DeepEP's RDMA-then-NVLink path), so both latencies are paid:
+    t = latency + network latency + max(inside / link bandwidth, outside / NIC bandwidth)."""
+    b = np.asarray(bytes_, dtype=np.float64)
+    node, d = hw.node, hw.scale_up_gpus
+    if node is None or ep <= d:
+        return np.asarray(hw.interconnect_latency_s + b / hw.interconnect_bandwidth_bytes_per_s,
+                          dtype=np.float64)
+    inside_s = b * (d - 1) / (ep - 1) / hw.interconnect_bandwidth_bytes_per_s
+    outside_s = b * (ep - d) / (ep - 1) / node.network_bandwidth_bytes_per_s
+    return np.asarray(hw.interconnect_latency_s + node.network_latency_s
+                      + np.maximum(inside_s, outside_s), dtype=np.float64)
 
 
 def collective_time_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
     """All-reduce of `bytes_` over `tp` GPUs.
+
+    Within one scale-up domain (TP <= the profile's `node.scale_up_gpus`, every TP without a
+    `node` block): `domain_allreduce_s`. Past it, hierarchically (NCCL's tree/ring over nodes):
+    the d GPUs of each domain reduce-scatter and later all-gather over the link (together one
+    all-reduce at degree d, priced as above), and between them each GPU all-reduces its 1/d
+    share with its peers of the other n = TP/d domains over its own NIC, a ring:
+    network latency + 2 (n - 1)/n x (bytes / d) / NIC bandwidth."""
+    if tp <= 1:
+        return np.zeros_like(bytes_)
+    node, d = hw.node, hw.scale_up_gpus
+    if node is None or tp <= d:
+        return domain_allreduce_s(bytes_, hw, tp)
+    n = tp / d
+    network = 2.0 * (n - 1.0) / n * np.asarray(bytes_, dtype=np.float64) / d \
+        / node.network_bandwidth_bytes_per_s
+    return np.asarray(domain_allreduce_s(bytes_, hw, d) + node.network_latency_s + network,
+                      dtype=np.float64)
+
+
+def domain_allreduce_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
+    """All-reduce of `bytes_` over `tp` GPUs of one scale-up domain.
 
     Where the profile has the serving engines' measured all-reduce at this TP degree
     (`Hardware.allreduce_s`), its time at that message size: linear between the measured

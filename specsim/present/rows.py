@@ -57,6 +57,18 @@ def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]
         {"field": "pcie_GB_per_s", "value": hw.pcie_bandwidth_bytes_per_s / 1e9,
          "source": src("pcie.bandwidth_GB_per_s")},
     ]
+    node = hw.node
+    if node is not None:  # the machine and the scale-out network (per GPU)
+        rows += [
+            {"field": "node_gpus", "value": node.gpus, "source": src("node.gpus")},
+            {"field": "scale_up_domain_gpus", "value": node.scale_up_gpus,
+             "source": src("node.scale_up_gpus")},
+            {"field": f"network_GB_per_s_per_gpu ({node.network_name})",
+             "value": node.network_bandwidth_bytes_per_s / 1e9,
+             "source": src("node.network.bandwidth_Gb_per_s")},
+            {"field": "network_latency_us", "value": node.network_latency_s * 1e6,
+             "source": src("node.network.latency_us")},
+        ]
     eff = hw.efficiency
     calibrated = src("efficiency.pass_overhead_s") if hw.is_calibrated else \
         "ideal (datasheet profile, not calibrated)"

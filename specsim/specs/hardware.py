@@ -26,6 +26,9 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 GB = 1e9
 TFLOPS = 1e12
 US = 1e-6
+GBIT = 1e9 / 8  # bytes/s in one Gb/s (network rates are quoted in bits)
+# GPUs a replica may span: far above any deployed NVLink domain or expert-parallel group.
+MAX_NODE_GPUS = 576
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +136,40 @@ class Efficiency:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Node:
+    """The machine a GPU sits in and the network between machines (the profile's `node`).
+
+    gpus: GPUs per node (one host or compute tray); scale_up_gpus: GPUs the `interconnect`
+    (NVLink/NVSwitch, xGMI) links into one domain: the node's on an 8-GPU HGX or MI300X
+    platform, 72 on a GB200/GB300 NVL72 rack of 4-GPU trays; network_name: the scale-out NIC;
+    network_bandwidth_bytes_per_s: what ONE GPU sends over it per direction (its own NIC on a
+    rail-optimized fabric), bytes/s; network_latency_s: a small-message all-reduce between
+    nodes (one GPU each), s.
+    """
+
+    gpus: int
+    scale_up_gpus: int
+    network_name: str
+    network_bandwidth_bytes_per_s: float
+    network_latency_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "scale_up_gpus"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not 1 <= value <= MAX_NODE_GPUS:
+                raise SpecError(f"field 'node.{name}' must be an integer in 1..{MAX_NODE_GPUS}, "
+                                f"got {value!r}")
+        if self.scale_up_gpus % self.gpus:
+            raise SpecError(f"field 'node.scale_up_gpus' = {self.scale_up_gpus} must be a whole "
+                            f"number of nodes of {self.gpus} GPUs")
+        if not self.network_bandwidth_bytes_per_s > 0:
+            raise SpecError("field 'node.network.bandwidth_Gb_per_s' must be > 0")
+        if not self.network_latency_s >= 0:
+            raise SpecError("field 'node.network.latency_us' must be >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Hardware:
     """One GPU (or accelerator) as the roofline sees it. SI units throughout."""
 
@@ -156,6 +193,9 @@ class Hardware:
     # points is priced as latency + ring traffic over the link (`interconnect_latency_s`).
     allreduce_s: Mapping[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     efficiency: Efficiency = field(default_factory=Efficiency)
+    # The node and the network between nodes; None: not given (every collective is priced
+    # over `interconnect`, and a layout past 8 GPUs is refused: `layout_problem`).
+    node: Node | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
 
@@ -183,6 +223,40 @@ class Hardware:
     @property
     def is_calibrated(self) -> bool:
         return not self.efficiency.is_ideal
+
+    @property
+    def scale_up_gpus(self) -> int:
+        """GPUs one `interconnect` domain links (no `node` block: every GPU of a layout, the
+        pricing of every profile before the block existed)."""
+        return self.node.scale_up_gpus if self.node is not None else MAX_NODE_GPUS
+
+
+# GPUs per node assumed where a profile has no `node` block: the 8-GPU board of every HGX and
+# MI300-series platform; a layout past it is refused rather than priced as one NVLink domain.
+DEFAULT_NODE_GPUS = 8
+
+
+def layout_problem(hw: Hardware, tp: int, ep: int = 1) -> str | None:
+    """Why a replica of TP `tp` and EP `ep` (max(tp, ep) GPUs) does not fit the GPU's
+    interconnect, or None: past one node without a `node` block (no network to price), past
+    one scale-up domain in a number of GPUs that is not whole nodes, or an EP group that is not
+    whole TP groups (vLLM: EP = TP x DP)."""
+    gpus = max(tp, ep)
+    where = hw.path or hw.name
+    if ep > 1 and ep % tp and tp % ep:
+        return (f"expert parallel degree {ep} and tensor parallel degree {tp} must divide one "
+                "another")
+    if hw.node is None:
+        if gpus > DEFAULT_NODE_GPUS:
+            return (f"a layout of {gpus} GPUs (TP {tp}, EP {ep}) spans nodes, and {where} has no "
+                    "'node' block (GPUs per node, the network between nodes) to price it")
+        return None
+    node = hw.node
+    if gpus > node.scale_up_gpus and gpus % node.gpus:
+        return (f"a layout of {gpus} GPUs (TP {tp}, EP {ep}) spans more than the "
+                f"{node.scale_up_gpus}-GPU {hw.interconnect_name} domain of {where} and is not "
+                f"a whole number of its {node.gpus}-GPU nodes")
+    return None
 
 
 TRANSFERRED_PREFIX = "transferred/"
@@ -252,6 +326,7 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
             achievable_flops_per_s=_achievable(compute, dense),
             allreduce_s=_allreduce(link.sub("allreduce_us", required=False)),
             efficiency=_efficiency(f.sub("efficiency", required=False)),
+            node=_node(f.sub("node", required=False)),
             sources=spec.sources,
             path=spec.path,
         )
@@ -287,6 +362,22 @@ def _allreduce(block: Fields | None) -> dict[int, tuple[tuple[float, float], ...
             raise block.error(key, "lists a message size twice")
         out[int(degree)] = tuple(sorted(pairs))
     return out
+
+
+def _node(f: Fields | None) -> Node | None:
+    """`node`: GPUs per node, GPUs per scale-up domain (default: the node's) and the scale-out
+    `network` per GPU (bandwidth in Gb/s per direction, latency in us); converted to SI."""
+    if f is None:
+        return None
+    net = f.sub("network")
+    assert net is not None  # required=True raises instead of returning None
+    gpus = f.integer("gpus", minimum=1, maximum=MAX_NODE_GPUS)
+    return Node(gpus=gpus,
+                scale_up_gpus=f.integer("scale_up_gpus", gpus, minimum=1, maximum=MAX_NODE_GPUS),
+                network_name=read_display_name(net, "name", "network"),
+                network_bandwidth_bytes_per_s=net.number("bandwidth_Gb_per_s", positive=True)
+                * GBIT,
+                network_latency_s=net.number("latency_us", minimum=0.0) * US)
 
 
 def _is_positive(x: object) -> bool:
