@@ -29,6 +29,7 @@ from specsim.serving.plan import make_plan, setting_commands
 from specsim.specs.drafters import load_drafter
 from specsim.specs.io import builtin_dir, builtin_names
 from specsim.specs.names import checkpoint_problem, hub_id_problem, one_line
+from specsim.specs.params import weight_bytes
 from specsim.speculation.recommend import EngineCommand, engine_commands, recommend, render_command
 from specsim.speculation.setup import load_setup
 
@@ -193,12 +194,24 @@ def test_ordinary_ids_are_not_quoted() -> None:
 # ------------------------------------------------------------------ every built-in drafter
 
 
+def _paste_setting(slug: str) -> tuple[str, float | None]:
+    """The GPU the test plans a drafter's target on and the acceptance it assumes: H200s, or
+    B300s (288 GB) for a target whose weights would fill more than 80% of eight H200s
+    (Kimi-K2's 1T parameters); the drafter's own acceptance, or a constant 0.7 where none is
+    published (the frontier MTP heads)."""
+    drafter = load_drafter(slug)
+    big = weight_bytes(drafter.target) > 0.8 * 8 * 141e9
+    return ("b300" if big else "h200"), (None if drafter.acceptance is not None else 0.7)
+
+
 @pytest.mark.parametrize("slug", builtin_names("drafters"))
 def test_every_builtin_drafters_commands_paste_exactly(shell: Shell, slug: str) -> None:
     emitted = speculative = 0
+    hardware, alpha = _paste_setting(slug)
     for tp, engine in ((1, "roofline"), (2, "sglang:sync"), (8, "vllm")):
         try:
-            setup, profile = load_setup(hardware="h200", drafter=slug, tp=tp, engine=engine)
+            setup, profile = load_setup(hardware=hardware, drafter=slug, tp=tp, engine=engine,
+                                        alpha=alpha)
             rec = recommend(setup, profile, [1, 8, 64])
         except SpecError:
             continue  # the TP degree does not split the target's or the drafter's heads
