@@ -340,7 +340,7 @@ def test_cli_compares_structures_without_changing_the_table() -> None:
                                               "adaptive_stop"}
     assert all(r["run_by"] == "" for r in rows if r["structure"] != "single")
     text = runner.invoke(app, ["recommend", "--batch", "1,64"]).stdout
-    assert "round structures (specsim's model" in text
+    assert "round structures over chains (specsim's model)" in text
     assert "multi-stage (DLoop): no engine runs it" in text
 
 

@@ -66,8 +66,8 @@ def structure_lines(c: StructureComparison) -> list[str]:
                        "single round" if best.structure == "single" else
                        f"{SHORT[best.structure]} {100 * (best.speedup / base - 1):+.1f}%")
         rows.append(row)
-    title = ("round structures (specsim's model): speedup over plain decoding and setting of "
-             f"each; one wins only by more than {WIN_TOLERANCE:.1%}")
+    title = ("round structures over chains (specsim's model): speedup over plain decoding "
+             f"and setting of each; one wins only by more than {WIN_TOLERANCE:.1%}")
     lines = [title, *("  " + line for line in
                       table(rows, ["batch", *(LABELS[s] for s in shown), "wins"]).splitlines())]
     for s in LABELS:

@@ -64,6 +64,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -178,14 +179,23 @@ class StopLengths:
 def head_atoms(alpha: float, concentration: float) -> tuple[FloatArray, FloatArray]:
     """Per-token acceptances a calibrated head predicts, as (values, probabilities) with mean
     alpha: Beta(kappa alpha, kappa (1 - alpha)) cut into BETA_ATOMS equal-probability bins,
-    each at its conditional mean; kappa = 0: {0, 1}; kappa = inf: {alpha}."""
+    each at its conditional mean; kappa = 0: {0, 1}; kappa = inf: {alpha}. Cached (a chain
+    repeats its alphas across the settings tried); the arrays are read-only."""
+    values, probs = _head_atoms(float(alpha), float(concentration))
+    for array in (values, probs):
+        array.setflags(write=False)
+    return values, probs
+
+
+@lru_cache(maxsize=4096)
+def _head_atoms(alpha: float, concentration: float) -> tuple[FloatArray, FloatArray]:
     if concentration == 0.0 or alpha in (0.0, 1.0):
         return np.array([0.0, 1.0]), np.array([1.0 - alpha, alpha])
     if math.isinf(concentration):
         return np.array([alpha]), np.array([1.0])
     probs = np.full(BETA_ATOMS, 1.0 / BETA_ATOMS)
     if alpha > 0.5:  # the rejection 1 - a is the small one: resolve it, not a near 1
-        values, _ = head_atoms(1.0 - alpha, concentration)
+        values, _ = _head_atoms(1.0 - alpha, concentration)
         return np.asarray(1.0 - values[::-1]), probs
     a, b = concentration * alpha, concentration * (1.0 - alpha)
     edges = stats.beta.ppf(np.linspace(0.0, 1.0, BETA_ATOMS + 1), a, b)
@@ -227,12 +237,15 @@ def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: f
     check_int(stride, "stride", low=1, high=g)
     if g % stride:
         raise parameter_error("stride", f"{g} positions are not whole stages of {stride}")
-    atoms = [head_atoms(float(x), head_concentration) for x in a]
+    atoms = [head_atoms(float(x), head_concentration) for x in a] if stride == 1 else []
     caps = np.arange(stride, g + 1, stride) if every_cap else np.array([g])
     lengths, tau = [], []
-    factors = _stage_factors(atoms, stride) if stride > 1 else []
+    factors = _stage_factors(a, head_concentration, stride) if stride > 1 else []
     for threshold in h.tolist():
-        if stride == 1 or threshold >= 1.0:
+        if threshold >= 1.0:  # never stops: the chain, tau of every prefix
+            stops, going = np.zeros(g + 1), np.ones(g + 1)
+            tokens = tau_prefixes(np.cumprod(a))
+        elif stride == 1:
             stops, going, tokens = _stop_program(atoms, 1.0 - threshold)
         else:
             stops, going, tokens = _stage_program(factors, a, 1.0 - threshold, stride)
@@ -255,12 +268,12 @@ def _stop_program(atoms: Sequence[tuple[FloatArray, FloatArray]], floor: float
     drafting after k, and the expected tokens of a round capped at k (accepted + 1), each
     (g + 1,).
 
-    The drafting rounds' survival s = a_1 ... a_k lies in [floor, 1]; it is kept as mass on a
-    log-spaced grid there (linear in log s between neighbours, exact where an atom is 0 or 1).
-    h = 1 (floor 0) never stops: one grid point, no stops.
+    The drafting rounds' survival s = a_1 ... a_k lies in [floor, 1] (floor > 0; h = 1 is the
+    chain, `stop_lengths`); it is kept as mass on a log-spaced grid there (linear in log s
+    between neighbours, exact where an atom is 0 or 1).
     """
     g = len(atoms)
-    grid = np.linspace(math.log(floor), 0.0, SURVIVAL_POINTS) if floor > 0.0 else np.zeros(1)
+    grid = np.linspace(math.log(floor), 0.0, SURVIVAL_POINTS)
     survival = np.exp(grid)
     mass = np.zeros(grid.size)
     mass[-1] = 1.0  # nothing drafted yet: survival 1
@@ -269,9 +282,6 @@ def _stop_program(atoms: Sequence[tuple[FloatArray, FloatArray]], floor: float
         s = survival[:, None] * values[None, :]
         m = mass[:, None] * probs[None, :]
         tokens[k] = tokens[k - 1] + float((m * s).sum())  # token k accepted w.p. s_k
-        if floor <= 0.0:  # never stops: the chain's survival is kept exactly
-            survival = np.array([float((m * s).sum())])
-            continue
         stop = s < floor
         stops[k] = float(m[stop].sum())
         going[k] = going[k - 1] - stops[k]
@@ -312,35 +322,41 @@ def _stage_program(factors: Sequence[FloatArray], alphas: FloatArray, floor: flo
     return stops, going, tokens
 
 
-def _stage_factors(atoms: Sequence[tuple[FloatArray, FloatArray]], stride: int
+def _stage_factors(alphas: FloatArray, concentration: float, stride: int
                    ) -> list[FloatArray]:
     """Per stage of `stride` tokens, the distribution of the product of their acceptances in
-    depth -log / step (`_stage_program`'s grid), each token's values split linearly between
-    the two nearest depths; below the grid, gone."""
+    depth -log / step (`_stage_program`'s grid); `_prefix_factor` of the stage's positions."""
+    return [_prefix_factor(tuple(alphas[start:start + stride].tolist()), concentration)
+            for start in range(0, alphas.size, stride)]
+
+
+@lru_cache(maxsize=4096)
+def _prefix_factor(alphas: tuple[float, ...], concentration: float) -> FloatArray:
+    """The distribution, in depth, of a_1 ... a_n for tokens of mean acceptances `alphas`:
+    that of a_1 ... a_(n-1) times the last token's, whose values are split linearly between
+    the two nearest depths (below the grid, gone). Cached by prefix, so that stages of
+    g = 1, 2, 3, ... tokens each add one token's convolution."""
     points = STAGE_SURVIVAL_POINTS
+    if not alphas:
+        delta = np.zeros(points)
+        delta[0] = 1.0
+        return delta
     step = -math.log(STAGE_SURVIVAL_FLOOR) / (points - 1)
-    factors = []
-    for start in range(0, len(atoms), stride):
-        factor = np.zeros(points)
-        factor[0] = 1.0
-        for values, probs in atoms[start:start + stride]:
-            kernel = np.zeros(points)
-            with np.errstate(divide="ignore"):
-                depth = -np.log(values) / step
-            inside = np.isfinite(depth) & (depth <= points - 1)
-            lo = np.minimum(np.floor(depth[inside]).astype(np.intp), points - 2)
-            frac = depth[inside] - lo
-            np.add.at(kernel, lo, probs[inside] * (1.0 - frac))
-            np.add.at(kernel, lo + 1, probs[inside] * frac)
-            factor = np.maximum(signal.fftconvolve(factor, kernel)[:points], 0.0)
-        factors.append(factor)
-    return factors
+    values, probs = head_atoms(alphas[-1], concentration)
+    kernel = np.zeros(points)
+    with np.errstate(divide="ignore"):
+        depth = -np.log(values) / step
+    inside = np.isfinite(depth) & (depth <= points - 1)
+    lo = np.minimum(np.floor(depth[inside]).astype(np.intp), points - 2)
+    frac = depth[inside] - lo
+    np.add.at(kernel, lo, probs[inside] * (1.0 - frac))
+    np.add.at(kernel, lo + 1, probs[inside] * frac)
+    before = _prefix_factor(alphas[:-1], concentration)
+    return np.asarray(np.maximum(signal.fftconvolve(before, kernel)[:points], 0.0))
 
 
 def _regrid(log_s: FloatArray, mass: FloatArray, grid: FloatArray) -> FloatArray:
     """Mass at log survivals put on the grid, split linearly between the two nearest points."""
-    if grid.size == 1:
-        return np.array([float(mass.sum())])
     step = grid[1] - grid[0]
     x = np.clip((log_s.ravel() - grid[0]) / step, 0.0, grid.size - 1.0)
     lo = np.minimum(np.floor(x).astype(np.intp), grid.size - 2)
