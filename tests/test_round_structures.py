@@ -341,7 +341,8 @@ def test_cli_compares_structures_without_changing_the_table() -> None:
     assert all(r["run_by"] == "" for r in rows if r["structure"] != "single")
     text = runner.invoke(app, ["recommend", "--batch", "1,64"]).stdout
     assert "round structures over chains (specsim's model)" in text
-    assert "multi-stage (DLoop): no engine runs it" in text
+    assert ("multi-stage (DLoop), overlapped drafting (PEARL), adaptive stop (SpecDec++): "
+            "no engine runs them") in text
 
 
 @pytest.mark.parametrize(("structure", "engine"), [("multistage", "vllm"),

@@ -70,11 +70,13 @@ def structure_lines(c: StructureComparison) -> list[str]:
              f"and setting of each; one wins only by more than {WIN_TOLERANCE:.1%}")
     lines = [title, *("  " + line for line in
                       table(rows, ["batch", *(LABELS[s] for s in shown), "wins"]).splitlines())]
-    for s in LABELS:
-        if s in shown and s != "single":
-            who = c.runs.get(s, "")
-            lines.append(f"  {LABELS[s]}: " + (f"runs on {who}" if who else
-                         "no engine runs it (engines/*.yaml speculative.round_structures)"))
+    beyond = [s for s in shown if s != "single"]
+    idle = [LABELS[s] for s in beyond if not c.runs.get(s)]
+    if idle:
+        lines.append(f"  {', '.join(idle)}: no engine runs "
+                     f"{'it' if len(idle) == 1 else 'them'} "
+                     "(engines/*.yaml speculative.round_structures)")
+    lines += [f"  {LABELS[s]}: runs on {c.runs[s]}" for s in beyond if c.runs.get(s)]
     if "multistage" in shown:
         lines.append(f"  multi-stage: each further stage's acceptance x{c.stage_acceptance:g} "
                      "(--stage-acceptance; 1 is the bound of a drafter as good on its own "
