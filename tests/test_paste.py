@@ -274,8 +274,12 @@ def test_every_builtin_drafters_plan_commands_paste_exactly(shell: Shell, slug: 
     parts = {d.name: d for d in plan.drafters}  # type: ignore[attr-defined]
     for name, text in command_lines(plan):  # type: ignore[arg-type]
         part = parts[name]
-        wanted = [list(c.argv) for c in engine_commands(part.recommendation, part.setup)
-                  if c.argv]
+        # the recommend API's commands; a replica over several nodes gets each node's
+        # (engines.parallel: tests/test_multinode_plan.py)
+        wanted = [list(c.argv) for c in part.commands if c.argv]
+        if max(part.setup.tp, part.setup.ep) <= 8:
+            assert wanted == [list(c.argv) for c in engine_commands(part.recommendation,
+                                                                    part.setup) if c.argv]
         lines = text.splitlines()
         assert len([line for line in lines if not line.startswith("#")]) == len(wanted)
         assert shell.paste(text) == wanted

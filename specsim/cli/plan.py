@@ -42,7 +42,15 @@ def plan(
         help="Demand: requests per second, with the workload's prompt and output lengths.")
     ] = None,
     tp: Annotated[int | None, typer.Option(
-        "--tp", help="Pin the tensor-parallel degree (default: try 1, 2, 4 and 8).")] = None,
+        "--tp", help="Pin the tensor-parallel degree (default: try 1, 2, 4 and 8, and for a "
+        "model that fits no single node, layouts over 2 and 4 nodes).")] = None,
+    ep: Annotated[int | None, typer.Option(
+        "--ep", help="Pin the expert-parallel degree of a MoE target: its routed experts "
+        "spread over EP GPUs, EP / TP data-parallel TP groups (default: 1).")] = None,
+    disaggregate: Annotated[bool, typer.Option(
+        help="Also plan prefill/decode disaggregation: a prefill pool for the prompts, a "
+        "decode pool (with the drafter) for the tokens, the KV cache sent between them over "
+        "the network.")] = False,
     max_ttft_p90_ms: Annotated[float | None, typer.Option(
         help="SLO: time to first token at p90, ms (prefill, queueing and the first round).")
     ] = None,
@@ -88,7 +96,8 @@ def plan(
                            target_tokens_per_s=target_throughput, users=users,
                            requests_per_s=requests_per_s, max_ttft_p90_ms=max_ttft_p90_ms,
                            max_itl_p99_ms=max_itl_p99_ms, acceptance=profile,
-                           tps=TP_DEGREES if tp is None else (tp,), progress=progress)
+                           tps=TP_DEGREES if tp is None else (tp,), ep=ep,
+                           disaggregate=disaggregate, progress=progress)
         progress("writing the report")
         files = folder.publish(render_report(result))
     echo(f"wrote {out / 'report.md'}, {out / 'report.html'} and {len(files) - 2} plots and "

@@ -23,6 +23,7 @@ from specsim.present.report_hardware import profile_kind, section_memory, sectio
 from specsim.serving.capacity import Setting
 from specsim.serving.plan import DrafterPlan, Plan
 from specsim.specs.engines import Engine
+from specsim.specs.hardware import Hardware
 from specsim.specs.outputs import OutputFolder, file_slug
 
 SECTIONS = (
@@ -423,8 +424,11 @@ def answer_text(plan: Plan) -> str:
             + ("no speculation" if s.nodes == 0 else f"{s.drafter}, {_setting_text(s)}"
                + (f" (runs on {' and '.join(engines)})" if engines else
                   " (no engine runs this drafter: specsim's model only)"))
-            + f", at TP {s.tp} with {s.batch:,} concurrent requests per replica: "
-            f"{s.gpus} GPUs ({s.replicas} replicas of TP {s.tp}) for {demand}. Each user "
+            + f", at {s.layout} with {s.batch:,} concurrent requests per "
+            + ("TP group" if s.ep > s.tp else "replica") + ": "
+            f"{s.gpus} GPUs ({s.replicas} replicas of {s.layout}) for {demand}"
+            + (f", on {where}" if (where := nodes_text(plan.hardware, s.gpus, s.unit_gpus))
+               else "") + ". Each user "
             f"sees {s.tokens_per_s_per_user:,.0f} tokens/s (TPOT {s.tpot_s * 1e3:,.1f} ms), "
             f"time to first token {_ms(lat.ttft_s[0])} ms median / {_ms(lat.ttft_s[1])} ms "
             f"p90 / {_ms(lat.ttft_s[2])} ms p99, gaps between streamed chunks "
@@ -432,8 +436,11 @@ def answer_text(plan: Plan) -> str:
             f"{s.throughput_per_gpu:,.0f} output tokens/s per GPU. SLO: {slo_text(plan)}.")
     gain = plan.throughput_gain
     if b is not None and b.nodes and p is not None:
-        text += (f" Without speculation: {p.gpus} GPUs (TP {p.tp}, batch {p.batch:,} per "
-                 f"replica, {p.tokens_per_s_per_user:,.0f} tokens/s per user)"
+        text += (f" Without speculation: {p.gpus} GPUs ({p.layout}, batch "
+                 f"{p.batch:,} per " + ("TP group" if p.ep > p.tp else "replica")
+                 + (f", {where}" if (where := nodes_text(plan.hardware, p.gpus, p.unit_gpus))
+                    else "")
+                 + f", {p.tokens_per_s_per_user:,.0f} tokens/s per user)"
                  + (f"; speculation gives {gain:.2f}x the throughput per GPU." if gain else "."))
         error = float(validate_rows(plan)[0]["median abs error (%)"])
         if gain is not None and abs(gain - 1.0) * 100 < error:
@@ -444,7 +451,8 @@ def answer_text(plan: Plan) -> str:
     spec = plan.best_speculative
     if s.nodes == 0 and spec is not None:
         text += (f" With speculation: {spec.gpus} GPUs at best ({spec.drafter}, "
-                 f"{_setting_text(spec)}, TP {spec.tp}, batch {spec.batch:,} per replica, "
+                 f"{_setting_text(spec)}, {spec.layout}, batch "
+                 f"{spec.batch:,} per replica, "
                  f"{spec.tokens_per_s_per_user:,.0f} tokens/s per user).")
     elif s.nodes == 0 and any(d.drafter is not None for d in plan.drafters):
         text += " No setting with speculation meets this SLO."
@@ -472,8 +480,57 @@ def acceptance_sentence(d: DrafterPlan) -> str:
             f"{without_checkout(d.profile.source)}.")
 
 
+def nodes_text(hw: Hardware, gpus: int, unit_gpus: int) -> str:
+    """'2 nodes of 8 NVIDIA H100 SXM5 80GB (16 GPUs), each replica across 2 nodes' for `gpus`
+    GPUs in replicas of `unit_gpus`; '' for a profile without a `node` block."""
+    node = hw.node
+    if node is None or gpus <= 0:
+        return ""
+    count = -(-gpus // node.gpus)
+    text = f"{count:,} node{'s' if count != 1 else ''} of {node.gpus} {hw.name} ({gpus:,} GPUs)"
+    if unit_gpus > node.gpus:
+        span = unit_gpus // node.gpus
+        where = (f"in one {node.scale_up_gpus}-GPU {hw.interconnect_name} domain"
+                 if unit_gpus <= node.scale_up_gpus else f"over {node.network_name}")
+        text += f", each replica across {span} nodes {where}"
+    return text
+
+
+def disaggregated_text(plan: Plan) -> str:
+    """The disaggregated plan in words: both pools, the totals, TTFT with the KV transfer, and
+    what the model leaves out (`serving.disaggregate`)."""
+    split = plan.disaggregated
+    if split is None:
+        return ""
+    pre, dec, hw = split.prefill, split.decode, plan.hardware
+    together = plan.best or plan.best_plain
+    total_nodes = nodes_text(hw, split.total_gpus, max(pre.tp, pre.ep, dec.unit_gpus))
+    what = "no speculation" if dec.nodes == 0 else f"{dec.drafter}, {_setting_text(dec)}"
+    lat = dec.latency
+    return (
+        f"Disaggregated (--disaggregate): prefill pool {pre.gpus} GPUs ({pre.replicas} "
+        f"replicas of {pre.layout}, the target only) for "
+        f"{pre.prompts_per_s:,.1f} prompts/s: one pass of {pre.pass_tokens:,.0f} prompt tokens "
+        f"takes {pre.pass_s * 1e3:,.1f} ms, so the pool runs {pre.utilization:.0%} busy. Decode "
+        f"pool {dec.gpus} GPUs ({dec.replicas} replicas of {dec.layout}, "
+        f"{what}, batch {dec.batch:,} per replica; the drafter's weights, cache and passes are "
+        f"here only), {dec.tokens_per_s_per_user:,.0f} tokens/s per user. Total "
+        f"{split.total_gpus} GPUs" + (f" ({total_nodes})" if total_nodes else "")
+        + (f" against {together.gpus} served together" if together else "")
+        + f". Each prompt's KV cache ({pre.kv_bytes_per_request / 1e6:,.1f} MB at the mean "
+        f"prompt) crosses the network in {pre.transfer_s * 1e3:,.2f} ms; time to first token "
+        f"(prefill alone + transfer + one decode round) {_ms(lat.ttft_s[0])} / "
+        f"{_ms(lat.ttft_s[1])} / {_ms(lat.ttft_s[2])} ms at the median, p90 and p99 prompt, "
+        f"gaps between chunks one round, {dec.round_s * 1e3:,.1f} ms. Not modelled: queueing "
+        "for a prefill replica (a light-load TTFT), the wait for a full prefill pass, the "
+        "transfer overlapping the prefill layer by layer, and the disaggregating proxy's own "
+        "scheduling.")
+
+
 def _section_answer(plan: Plan, add: Callable[..., None]) -> None:
     add("p", answer_text(plan))
+    if plan.disaggregated is not None:
+        add("p", disaggregated_text(plan))
     s = plan.best or plan.best_plain
     if s is None:
         return

@@ -83,7 +83,8 @@ def profile_kind(hw: Hardware) -> str:
 
 def memory_rows(plan: Plan) -> list[Row]:
     """`Plan.memory` (`serving.plan.memory_by_context`) with units in the column names."""
-    return [{"TP": int(r["tp"]), "context (tokens)": int(r["context_tokens"]),
+    return [{"TP": int(r["tp"]), **({"EP": int(r["ep"])} if "ep" in r else {}),
+             "context (tokens)": int(r["context_tokens"]),
              "weights per GPU (GB)": r["weights_gb"],
              "cache per request per GPU (MB)": r["cache_per_request_gb"] * 1e3,
              "max concurrent requests": int(r["max_concurrency"])}
@@ -94,11 +95,11 @@ def section_memory(plan: Plan, add: Callable[..., None]) -> None:
     rows = memory_rows(plan)
 
     def draw(ax: Any) -> None:
-        for tp in sorted({r["TP"] for r in rows}):
-            pts = [r for r in rows if r["TP"] == tp]
+        for tp, ep in sorted({(r["TP"], r.get("EP", 1)) for r in rows}):
+            pts = [r for r in rows if (r["TP"], r.get("EP", 1)) == (tp, ep)]
             ax.plot([r["context (tokens)"] for r in pts],
                     [max(r["max concurrent requests"], 0.5) for r in pts], "o-",
-                    label=f"TP {tp}")
+                    label=f"TP {tp}" + (f" x EP {ep}" if ep > 1 else ""))
         ax.axvline(plan.scenario.decode_context_tokens, color="0.4", ls=":", lw=1,
                    label="scenario's mean context")
         ax.set_xscale("log", base=2)
@@ -114,7 +115,8 @@ def section_memory(plan: Plan, add: Callable[..., None]) -> None:
         f"largest batch that fits in {DEFAULT_MEMORY_FRACTION:.0%} of HBM. At the "
         f"scenario's mean decoding context ({plan.scenario.decode_context_tokens:,.0f} tokens) "
         "the serving model caps the batch at: "
-        + ", ".join(f"TP {t.tp}: {t.max_concurrency:,}" for t in plan.drafters[0].tables)
+        + ", ".join(f"TP {t.tp}" + (f" x EP {t.ep}" if t.ep > 1 else "")
+                    + f": {t.max_concurrency:,}" for t in plan.drafters[0].tables)
         + ".")
     add("img", "memory.png", png=png_bytes(draw))
     add("table", rows=rows, csv="memory.csv")

@@ -19,7 +19,10 @@ On top of the engine round time of `speedup_table` (batch B, candidate k of N no
 - Tensor parallelism TP shards one replica over TP GPUs; throughput per GPU = B tau / round / TP.
   Data-parallel replicas multiply throughput (`Demand.gpus`): for N concurrent users, TP
   ceil(N / B) GPUs (each replica then runs ceil(N / replicas) requests); for an output rate,
-  TP ceil(rate / replica throughput).
+  TP ceil(rate / replica throughput). Under expert parallelism (EP > TP) EP / TP TP groups,
+  each with its own batch B, share one set of experts spread over EP GPUs: GPUs come in whole
+  EP groups (`ServingTable.unit_gpus`), which may span nodes (their collectives priced over the
+  network, `forward.cost`).
 - Batch sizes: every integer to 16, then steps of about 4% to 1,024 (BATCH_GRID).
 """
 
@@ -73,10 +76,22 @@ class ServingTable:
     usable_bytes: float
     setup: Setup
     scenario: Scenario
+    with_prefill: bool = True  # False: a disaggregated decode pool (`serving_table`)
 
     @property
     def tokens_per_s_per_user(self) -> FloatArray:
         return self.candidates.tau / self.round_s
+
+    @property
+    def ep(self) -> int:
+        """GPUs the routed experts are spread over (1: split by TP)."""
+        return self.setup.ep
+
+    @property
+    def unit_gpus(self) -> int:
+        """GPUs of the smallest deployable replica: its TP group, or the EP group's EP / TP
+        TP groups (each with its own batch) that share one set of experts."""
+        return max(self.tp, self.setup.ep)
 
     @property
     def tpot_s(self) -> FloatArray:
@@ -119,8 +134,11 @@ def prompt_prefill_s(setup: Setup, prompt_tokens: float) -> float:
 
 
 def serving_table(setup: Setup, scenario: Scenario, candidates: Candidates, *,
-                  batch: ArrayLike = BATCH_GRID, tp: int = 1) -> ServingTable:
-    """The serving model on TP GPUs for every candidate at every batch size."""
+                  batch: ArrayLike = BATCH_GRID, tp: int = 1, prefill: bool = True
+                  ) -> ServingTable:
+    """The serving model on TP GPUs for every candidate at every batch size. prefill False:
+    the decode pool of a disaggregated server (`serving.disaggregate`): no prompt rides in its
+    rounds, so they carry no prefill share and always keep up."""
     s = dataclasses.replace(setup, tp=tp, context=scenario.decode_context_tokens)
     b = np.atleast_1d(np.asarray(batch, dtype=np.float64))
     memory = serving_memory(s.target, s.hardware, b, scenario.decode_context_tokens,
@@ -128,17 +146,20 @@ def serving_table(setup: Setup, scenario: Scenario, candidates: Candidates, *,
                             precision=s.precision, ep=s.ep)
     concurrency = memory.max_requests
     table = speedup_table(s, b, candidates)
-    prefill = prefill_share_s(s, b, candidates, scenario)
-    round_s = table.round_s + prefill
+    share = prefill_share_s(s, b, candidates, scenario) if prefill \
+        else np.zeros((b.size, candidates.nodes.size))
+    round_s = table.round_s + share
     decode_tokens = b[:, None] * (candidates.nodes + 1.0)
     demand = b[:, None] * candidates.tau * scenario.prompt.mean \
         / scenario.output.mean
     return ServingTable(
-        tp=tp, batch=b, candidates=candidates, round_s=round_s, prefill_s=prefill,
-        fits=b <= concurrency, stable=demand <= DEFAULT_WORKSPACE_TOKENS - decode_tokens,
+        tp=tp, batch=b, candidates=candidates, round_s=round_s, prefill_s=share,
+        fits=b <= concurrency, stable=(demand <= DEFAULT_WORKSPACE_TOKENS - decode_tokens)
+        | (not prefill),
         max_concurrency=concurrency, weights_fit=concurrency > 0,
         weights_per_gpu_bytes=memory.weights_bytes + memory.drafter_weights_bytes
-        + memory.workspace_bytes, usable_bytes=memory.usable_bytes, setup=s, scenario=scenario)
+        + memory.workspace_bytes, usable_bytes=memory.usable_bytes, setup=s, scenario=scenario,
+        with_prefill=prefill)
 
 
 def table_latency(table: ServingTable, i: ArrayLike, k: ArrayLike, *, closed_loop: bool = False
@@ -240,6 +261,11 @@ class Slo:
         return np.asarray(ok)
 
 
+def layout_text(tp: int, ep: int) -> str:
+    """'TP 8', or 'TP 8 x EP 16' under expert parallelism."""
+    return f"TP {tp}" + (f" x EP {ep}" if ep > 1 else "")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setting:
     """One (drafter, TP, batch, candidate) point of the serving model and what it gives:
@@ -258,6 +284,17 @@ class Setting:
     throughput_per_gpu: float
     latency: Latency
     gpus: int = 0
+    ep: int = 1  # GPUs the routed experts are spread over (1: split by TP)
+
+    @property
+    def unit_gpus(self) -> int:
+        """GPUs of one deployable replica: max(TP, EP) (`ServingTable.unit_gpus`)."""
+        return max(self.tp, self.ep)
+
+    @property
+    def layout(self) -> str:
+        """'TP 8' or 'TP 8 x EP 16' (`layout_text`)."""
+        return layout_text(self.tp, self.ep)
 
     @property
     def tpot_s(self) -> float:
@@ -275,7 +312,8 @@ class Setting:
 
     @property
     def replicas(self) -> int:
-        return self.gpus // self.tp
+        """Deployable replicas: TP groups, or EP groups of EP / TP TP groups each."""
+        return self.gpus // self.unit_gpus
 
     @property
     def replica_throughput(self) -> float:
@@ -300,7 +338,7 @@ def setting_at(table: ServingTable, drafter: str, i: int, k: int, gpus: int = 0)
         throughput_per_gpu=float(table.throughput_per_gpu[i, k]),
         latency=Latency(ttft_s=_three(ttft[0]), itl_s=_three(gaps[0]),
                         tpot_s=float(table.tpot_s[i, k])),
-        gpus=gpus)
+        gpus=gpus, ep=table.ep)
 
 
 def _three(q: FloatArray) -> tuple[float, float, float]:
@@ -367,8 +405,11 @@ def best_setting(tables: dict[str, list[ServingTable]], *, min_tokens_per_s_per_
                 continue
             rows, cols = np.nonzero(ok)
             tput = t.throughput_per_gpu[rows, cols]
-            gpus = (t.tp * demand.replicas(t.batch[rows], tput * t.tp) if demand is not None
-                    else np.zeros(rows.size))
+            # TP groups for the demand, in whole replicas of unit_gpus (an EP group holds
+            # EP / TP of them)
+            gpus = (t.unit_gpus * np.ceil(t.tp * demand.replicas(t.batch[rows], tput * t.tp)
+                                          / t.unit_gpus - 1e-9)
+                    if demand is not None else np.zeros(rows.size))
             keys = (t.candidates.nodes[cols], t.batch[rows], -np.round(tput, 9), gpus)
             j = int(np.lexsort(keys)[0])
             key = (float(gpus[j]), -round(float(tput[j]), 9), float(t.tp),
@@ -385,7 +426,8 @@ def best_setting(tables: dict[str, list[ServingTable]], *, min_tokens_per_s_per_
         one = Candidates(nodes=c.nodes[col:col + 1], depth=c.depth[col:col + 1],
                          tau=c.tau[col:col + 1], max_width=c.max_width[col:col + 1],
                          shape=c.shape[col:col + 1])
-        table = serving_table(table.setup, table.scenario, one, batch=[need], tp=table.tp)
+        table = serving_table(table.setup, table.scenario, one, batch=[need], tp=table.tp,
+                              prefill=table.with_prefill)
         row, col = 0, 0
     return setting_at(table, name, row, col, count)
 

@@ -20,13 +20,16 @@ import numpy as np
 
 from specsim.engines import (
     EngineAdapter,
+    adapter,
     adapters,
     block_only,
     check_engine_runs,
     runs_chains,
     tree_engines,
 )
+from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_number, parameter_error
+from specsim.forward.cost import check_layout
 from specsim.forward.memory import serving_memory
 from specsim.measurement.validate import GroupError, held_out_summary
 from specsim.serving.capacity import (
@@ -39,19 +42,34 @@ from specsim.serving.capacity import (
     best_setting,
     check_fits_somewhere,
     fastest_setting,
+    layout_text,
     pareto_front,
     serving_table,
 )
 from specsim.serving.curves import TnTable, calibrated_profiles, tn_table
+from specsim.serving.disaggregate import Disaggregated, disaggregate
 from specsim.serving.policies import PolicySweep, simulate_policies
 from specsim.serving.scenarios import Scenario, load_scenario
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import Engine, engine_or_none, load_engine
-from specsim.specs.hardware import Hardware, expected_efficiency, load_hardware
+from specsim.specs.hardware import (
+    DEFAULT_NODE_GPUS,
+    Hardware,
+    expected_efficiency,
+    layout_problem,
+    load_hardware,
+)
 from specsim.specs.io import builtin_names
-from specsim.specs.models import Model, check_tensor_parallel, load_model, tp_problem
+from specsim.specs.models import (
+    Model,
+    check_parallel,
+    check_tensor_parallel,
+    ep_problem,
+    load_model,
+    tp_problem,
+)
 from specsim.speculation.recommend import (
     Choice,
     EngineCommand,
@@ -90,6 +108,7 @@ DEFAULT_MIN_TOKENS_PER_S_PER_USER = 30.0
 # every plan answers with a GPU count).
 DEFAULT_USERS = 1000.0
 Progress = Callable[[str], None]
+Layout = tuple[int, int]  # (TP, EP): a replica's tensor- and expert-parallel degrees
 
 
 def _quiet(_: str) -> None:
@@ -160,6 +179,9 @@ class Plan:
     answer_commands: tuple[EngineCommand, ...] = ()
     why: str = ""  # why speculation does or does not pay at the answer's batch (`why_text`)
     engine_spec: Engine | None = None
+    # --disaggregate: the prefill and decode pools (None: not asked, or no setting meets the
+    # per-user SLO on the decode side)
+    disaggregated: Disaggregated | None = None
     calibrated: tuple[tuple[str, Hardware], ...] = ()
     expected_efficiency: tuple[float, float] = (1.0, 1.0)
 
@@ -231,17 +253,17 @@ def _bound(setup: Setup, profile: AcceptanceProfile) -> SpeedupTable | None:
 
 
 def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
-                  tps: tuple[int, ...], progress: Progress) -> DrafterPlan:
+                  layouts: tuple[Layout, ...], progress: Progress) -> DrafterPlan:
     profile = scenario.profile_for(drafter)
     setup = dataclasses.replace(base, drafter=drafter, context=scenario.decode_context_tokens)
     cands = engine_candidates(setup, profile)
     tables = []
-    for tp in tps:
-        progress(f"  {name}: serving model at TP {tp} ({cands.nodes.size} candidates x "
-                 f"{len(BATCH_GRID)} batch sizes)")
-        tables.append(serving_table(setup, scenario, cands, tp=tp))
-    tp = next((t.tp for t in tables if t.weights_fit), tps[0])
-    one = dataclasses.replace(setup, tp=tp)
+    for tp, ep in layouts:
+        progress(f"  {name}: serving model at {layout_text(tp, ep)} ({cands.nodes.size} "
+                 f"candidates x {len(BATCH_GRID)} batch sizes)")
+        tables.append(serving_table(dataclasses.replace(setup, ep=ep), scenario, cands, tp=tp))
+    fit = next((t for t in tables if t.weights_fit), tables[0])
+    one = dataclasses.replace(setup, tp=fit.tp, ep=fit.ep)
     sweep = speedup_table(one, RECOMMEND_BATCH, cands)
     rec = recommend(one, profile, RECOMMEND_BATCH, max_nodes=MAX_NODES, shape="auto")
     bound = _bound(one, profile)
@@ -249,6 +271,13 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
         commands, no_commands = tuple(engine_commands(rec, one)), ""
     except SpecError as err:
         commands, no_commands = (), str(err)
+    node = base.hardware.node
+    commands = tuple(
+        spread for c in commands for spread in (
+            parallel_commands(adapter(c.engine), c, tp=fit.tp, ep=fit.ep,
+                              gpus_per_node=node.gpus if node else DEFAULT_NODE_GPUS,
+                              tail=adapter(c.engine).cap_args(max(c.batches), c.step_tokens))
+            if c.argv and c.batches else [c]))
     return DrafterPlan(name=name, drafter=drafter, profile=profile, tables=tables,
                        speedup=sweep, recommendation=rec, setup=one, bound=bound,
                        curves=speedup_curves(sweep),
@@ -256,13 +285,38 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
                        commands=commands, no_commands=no_commands)
 
 
-def _plain_plan(base: Setup, scenario: Scenario, tps: tuple[int, ...]) -> DrafterPlan:
+def _plain_tables(base: Setup, scenario: Scenario, layouts: tuple[Layout, ...]
+                  ) -> list[ServingTable]:
     none = Candidates(nodes=np.zeros(1), depth=np.zeros(1), tau=np.ones(1),
                       max_width=np.zeros(1), shape=("chain",))
     setup = dataclasses.replace(base, drafter=None, draft_cost=0.0)
-    return DrafterPlan(name="none", drafter=None, profile=None,
-                       tables=[serving_table(setup, scenario, none, tp=tp) for tp in tps],
-                       speedup=None, recommendation=None)
+    return [serving_table(dataclasses.replace(setup, ep=ep), scenario, none, tp=tp)
+            for tp, ep in layouts]
+
+
+# Nodes a replica may span when the model fits no single node (2 or 4 of them).
+SPAN_NODES = (2, 4)
+
+
+def beyond_node_layouts(model: Model, hw: Hardware, notes: list[str]) -> tuple[Layout, ...]:
+    """Layouts past one node for a model that fits none within it: TP over 2 or 4 nodes, and
+    for a MoE model TP within a node with the experts spread over 2 or 4 nodes (data-parallel
+    attention groups of that TP, vLLM's --data-parallel-size with --enable-expert-parallel).
+    Those the model's dimensions or the interconnect refuse are left out with a note."""
+    if hw.node is None:
+        return ()
+    within = max(hw.node.gpus, max(TP_DEGREES))
+    spans = [(within * k, 1) for k in SPAN_NODES]
+    if model.moe is not None and model.num_moe_layers:
+        spans += [(within, within * k) for k in SPAN_NODES]
+    kept = []
+    for tp, ep in spans:
+        problem = tp_problem(model, tp) or ep_problem(model, ep) or layout_problem(hw, tp, ep)
+        if problem is None:
+            kept.append((tp, ep))
+        else:
+            notes.append(f"{layout_text(tp, ep)} left out for {model.name}: {problem}")
+    return tuple(kept)
 
 
 def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: str,
@@ -271,14 +325,19 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
               requests_per_s: float | None = None, max_ttft_p90_ms: float | None = None,
               max_itl_p99_ms: float | None = None,
               acceptance: AcceptanceProfile | None = None,
-              tps: tuple[int, ...] = TP_DEGREES, progress: Progress = _quiet,
+              tps: tuple[int, ...] = TP_DEGREES, ep: int | None = None,
+              disaggregate: bool = False, progress: Progress = _quiet,
               policy_seed: int = 0) -> Plan:
     """The capacity plan for a model on a GPU under a workload (see the module docstring).
 
     drafters: slugs or paths (None: the built-in drafters trained for the model);
     acceptance: one profile for every drafter (e.g. `specsim acceptance fit` output);
     users / requests_per_s / target_tokens_per_s: the demand (at most one; none: DEFAULT_USERS
-    concurrent users, stated as a default); max_ttft_p90_ms, max_itl_p99_ms: latency SLOs, ms.
+    concurrent users, stated as a default); max_ttft_p90_ms, max_itl_p99_ms: latency SLOs, ms;
+    tps: the TP degrees tried (one: pinned); ep: the expert-parallel degree pinned (None: 1,
+    and for a model that fits no single node of a GPU with a `node` block, the layouts past
+    one node of `beyond_node_layouts` as well); disaggregate: also plan separate prefill and
+    decode pools (`serving.disaggregate`, `Plan.disaggregated`).
     """
     check_number(target_tokens_per_s, "target_tokens_per_s", low=0.0,
                  high=MAX_TOKENS_PER_S, low_open=True)
@@ -309,6 +368,15 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     if len(tps) == 1:  # a pinned TP (--tp): it must split the target, or one clear error
         check_tensor_parallel(target, tps[0])
     tps = _splittable(target, tps, notes)
+    layouts = tuple((tp, ep or 1) for tp in tps)
+    if disaggregate and hw.node is None:
+        raise parameter_error("disaggregate", f"{hw.path or hw.name} has no 'node' block: the KV "
+                              "cache of each prompt crosses the network between the pools, and "
+                              "the profile gives none to price it")
+    if ep is not None:  # a pinned EP (--ep): it must divide the experts and fit the links
+        for tp in tps:
+            check_parallel(target, tp=tp, ep=ep)
+            check_layout(hw, tp, ep)
     loaded = [load_drafter(n, target=target) for n in names]
     for n, d in zip(names, loaded, strict=True):
         if drafters is not None and base.engine is not None:  # asked for by name: an engine
@@ -317,13 +385,24 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         note = check_compatible(load_drafter(n).target, d, target, n)
         notes += [note] if note else []
         scenario.profile_for(d)
-    drafter_tps = [_splittable(d.model, tps, notes) if d.model is not None else tps
-                   for d in loaded]
     progress(f"plan: {target.name} on {hw.name}, workload {scenario.slug}, engine {engine}")
-    plain = _plain_plan(base, scenario, tps)
+    plain_tables = _plain_tables(base, scenario, layouts)
+    if len(tps) > 1 and ep is None and not any(t.weights_fit for t in plain_tables):
+        wider = beyond_node_layouts(target, hw, notes)
+        if wider:
+            progress(f"  {target.name} fits no single node: trying "
+                     + ", ".join(layout_text(*w) for w in wider))
+        layouts += wider
+        plain_tables += _plain_tables(base, scenario, wider)
+    plain = DrafterPlan(name="none", drafter=None, profile=None, tables=plain_tables,
+                        speedup=None, recommendation=None)
     check_fits_somewhere(plain.tables, target.name, hw.name)
-    parts = [_drafter_plan(base, scenario, n, d, t, progress)
-             for n, d, t in zip(names, loaded, drafter_tps, strict=True)]
+    all_tps = tuple(sorted({tp for tp, _ in layouts}))
+    drafter_layouts = [
+        tuple(lay for lay in layouts if lay[0] in _splittable(d.model, all_tps, notes))
+        if d.model is not None else layouts for d in loaded]
+    parts = [_drafter_plan(base, scenario, n, d, lay, progress)
+             for n, d, lay in zip(names, loaded, drafter_layouts, strict=True)]
     # The drafter the single-drafter sections (memory, policies) show: the one that serves a
     # user fastest; the others follow in the same order.
     parts.sort(key=lambda p: -_fastest_per_user(p.tables))
@@ -349,23 +428,28 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     drafting = best if best is not None and best.nodes else (
         best_setting(tables, slo=bounds, demand=demand, speculate=None) if tables else None)
     closest = fastest_setting({**tables, "none": plain.tables})
+    split = None
+    if disaggregate:
+        progress("  disaggregated: decode pool without prompts, prefill pool for them")
+        split = _disaggregated(tables, plain.tables, scenario, demand, slo)
+        if split is None:
+            notes.append("--disaggregate: no decode setting meets the per-user SLO")
     policies, policy_drafter = None, ""
     if parts and parts[0].drafter is not None and parts[0].profile is not None:
         policy_drafter = parts[0].name
         progress(f"  policies: load sweep with {policy_drafter}")
-        fit_tp = next(t.tp for t in plain.tables if t.weights_fit)
-        if parts[0].tables and fit_tp not in {t.tp for t in parts[0].tables}:
+        fit = next(t for t in plain.tables if t.weights_fit)
+        if parts[0].tables and (fit.tp, fit.ep) not in {(t.tp, t.ep) for t in parts[0].tables}:
             # the drafter cannot be split over the target's TP: its own smallest that fits
-            fit_tp = next((t.tp for t in parts[0].tables if t.weights_fit),
-                          parts[0].tables[0].tp)
-        setup = dataclasses.replace(base, drafter=parts[0].drafter, tp=fit_tp)
+            fit = next((t for t in parts[0].tables if t.weights_fit), parts[0].tables[0])
+        setup = dataclasses.replace(base, drafter=parts[0].drafter, tp=fit.tp, ep=fit.ep)
         policies = simulate_policies(setup, parts[0].profile, seed=policy_seed)
     plan = Plan(hardware=hw, model=target, engine=engine, scenario=scenario, setup=base,
                 drafters=[*parts, plain], min_tokens_per_s_per_user=slo,
                 target_tokens_per_s=demand.rate_tokens_per_s, demand=demand, slo=bounds,
                 best=best, best_plain=best_plain, best_speculative=drafting,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
-                validation=held_out_summary())
+                validation=held_out_summary(), disaggregated=split)
     answer = best or best_plain
     tn = tn_table(target, hw, base.engine, tp=answer.tp if answer else 1)
     return dataclasses.replace(
@@ -376,8 +460,31 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         best_engines=tuple(setting_engines(plan, best)) if best else (),
         best_plain_engines=tuple(setting_engines(plan, best_plain)) if best_plain else (),
         answer_commands=tuple(setting_commands(plan, answer)) if answer else (),
+        notes=[*notes, *(f"No command for {answer.layout}: {reason}"
+                         for reason in layout_refusals(plan, answer))] if answer else notes,
         engine_spec=load_engine(engine), calibrated=tuple(calibrated_profiles()),
         expected_efficiency=expected_efficiency(hw))
+
+
+def _disaggregated(tables: dict[str, list[ServingTable]], plain: list[ServingTable],
+                   scenario: Scenario, demand: Demand, min_tokens_per_s_per_user: float
+                   ) -> Disaggregated | None:
+    """Both pools: the decode setting with the fewest GPUs on decode-only tables (the drafter
+    there alone) at the per-user SLO, and the prefill pool at the smallest layout whose target
+    weights fit, for the arrivals of the demand (`serving.disaggregate.disaggregate`)."""
+    decode = {name: [serving_table(t.setup, t.scenario, t.candidates, tp=t.tp, prefill=False)
+                     for t in per] for name, per in {**tables, "none": plain}.items()}
+    best = best_setting(decode, slo=Slo(min_tokens_per_s_per_user=min_tokens_per_s_per_user),
+                        demand=demand)
+    if best is None:
+        return None
+    table = next(t for t in decode[best.drafter] if (t.tp, t.ep) == (best.tp, best.ep))
+    rate = demand.rate_tokens_per_s
+    if rate is None:
+        assert demand.users is not None
+        rate = demand.users * best.tokens_per_s_per_user
+    prefill = next(t for t in plain if t.weights_fit)
+    return disaggregate(prefill, table, best, scenario, rate)
 
 
 def _knee_tokens(tn: TnTable) -> int | None:
@@ -394,7 +501,8 @@ def why_text(parts: list[DrafterPlan], answer: Setting, tn: TnTable) -> str:
     per round against a plain step and what it yields."""
     best: tuple[float, DrafterPlan, ServingTable, int, int, int] | None = None
     for part in parts:
-        grid = next((t for t in part.tables if t.tp == answer.tp), None)
+        grid = next((t for t in part.tables if (t.tp, t.ep) == (answer.tp, answer.ep)),
+                    None)
         if grid is None or not (grid.candidates.nodes == 0).any():
             continue
         table = serving_table(grid.setup, grid.scenario, grid.candidates,
@@ -496,10 +604,13 @@ def memory_by_context(plan: Plan, contexts: tuple[float, ...]) -> list[dict[str,
     drafter's cache included when there is one)."""
     drafter = plan.drafters[0].drafter
     rows = []
-    for tp in sorted({t.tp for t in plan.drafters[0].tables}):
+    layouts = sorted({(t.tp, t.ep) for t in plan.drafters[0].tables})
+    wide = any(ep > 1 for _, ep in layouts)  # an EP column only where a layout has one
+    for tp, ep in layouts:
         for ctx in contexts:
-            m = serving_memory(plan.model, plan.hardware, 1.0, ctx, drafter=drafter, tp=tp)
-            rows.append({"tp": tp, "context_tokens": ctx,
+            m = serving_memory(plan.model, plan.hardware, 1.0, ctx, drafter=drafter, tp=tp,
+                               ep=ep)
+            rows.append({"tp": tp, **({"ep": ep} if wide else {}), "context_tokens": ctx,
                          "weights_gb": (m.weights_bytes + m.drafter_weights_bytes) / 1e9,
                          "cache_per_request_gb": m.per_request_bytes / 1e9,
                          "max_concurrency": m.max_requests})
@@ -532,14 +643,27 @@ def _choice(s: Setting) -> Choice:
 
 
 def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
-    """Commands that start a server with exactly this setting (its TP, its draft length or
-    tree, its batch cap), from each engine adapter; only the engines that build it (every
-    engine for plain decoding)."""
+    """Commands that start a server with exactly this setting (its TP and EP, its draft length
+    or tree, its batch cap), from each engine adapter; only the engines that build it (every
+    engine for plain decoding). A replica over several nodes gets one command per node; an
+    engine that records no flags for such a layout gets none (`layout_refusals` says why)."""
+    return [c for c in _all_commands(plan, s) if c.argv]
+
+
+def layout_refusals(plan: Plan, s: Setting) -> list[str]:
+    """Why an engine that builds the setting has no command for its layout (no recorded data-,
+    expert-parallel or multi-node flags)."""
+    return [c.reason for c in _all_commands(plan, s) if not c.argv and c.reason]
+
+
+def _all_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
+    """`setting_commands` with the refusals of `engines.parallel.parallel_commands` kept."""
     if s.nodes == 0:  # plain decoding: every engine serves it (a target with a Hub id)
         if not plan.model.hf_id:
             return []
-        plain = dataclasses.replace(plan.setup, drafter=None, tp=s.tp)
-        return [a.plain_command(plain, s.batch) for a in adapters()]
+        plain = dataclasses.replace(plan.setup, drafter=None, tp=s.tp, ep=s.ep)
+        return [c for a in adapters()
+                for c in _spread(plan, a, s, a.plain_command(plain, s.batch), a.cap_args(s.batch))]
     engines = setting_adapters(plan, s)
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if not engines or part is None or part.setup is None:
@@ -549,6 +673,19 @@ def setting_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
     trees = [choice] if any(a.builds == "eagle_trees" for a in engines) else None
     rec = Recommendation(best=[choice], best_chain=chains, schedule_chain=chains,
                          objective="throughput", engine_trees=trees)
-    setup = dataclasses.replace(part.setup, tp=s.tp)
-    return [dataclasses.replace(c, argv=(*c.argv, *a.cap_args(s.batch, s.batch * (1 + s.nodes))))
-            for a in engines for c in a.commands(rec, setup) if c.argv]
+    setup = dataclasses.replace(part.setup, tp=s.tp, ep=s.ep)
+    out = []
+    for a in engines:
+        cap = a.cap_args(s.batch, s.batch * (1 + s.nodes))
+        for c in a.commands(rec, setup):
+            if c.argv:
+                out += _spread(plan, a, s, dataclasses.replace(c, argv=(*c.argv, *cap)), cap)
+    return out
+
+
+def _spread(plan: Plan, engine: EngineAdapter, s: Setting, command: EngineCommand,
+            cap: tuple[str, ...]) -> list[EngineCommand]:
+    """`command` for the setting's layout (`engines.parallel.parallel_commands`)."""
+    node = plan.hardware.node
+    return parallel_commands(engine, command, tp=s.tp, ep=s.ep, tail=cap,
+                             gpus_per_node=node.gpus if node else DEFAULT_NODE_GPUS)
