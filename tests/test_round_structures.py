@@ -126,7 +126,9 @@ def test_overlap_on_one_gpu_is_bounded_by_the_shared_hbm() -> None:
     assert overlapped_s(4.0, 1.0, 4.0, 1.0, "same") == pytest.approx(5.0)
     assert overlapped_s(4.0, 1.0, 4.0, 1.0, "separate") == pytest.approx(4.0)
     # a compute-bound verification (1 ms of its 4 on HBM) hides a memory-bound drafter
-    assert overlapped_s(4.0, 1.0, 1.0, 1.0, "same") == pytest.approx(4.0)
+    assert overlapped_s(4.0, 1.0, 1.0, 1.0, "same", 4.0, 0.1) == pytest.approx(4.1)
+    # but not a drafter that is compute-bound too: their flops add up (3.5 + 1 ms)
+    assert overlapped_s(4.0, 1.0, 1.0, 0.2, "same", 3.5, 1.0) == pytest.approx(4.5)
 
 
 def test_overlap_with_a_free_drafter_is_the_single_round() -> None:

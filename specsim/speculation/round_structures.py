@@ -32,9 +32,10 @@ thrown away and the next round first drafts alone:
     round = max(O + (1 - q) D(g) + H, H_o),  tokens = tau(g)
 O is the overlapped part. On the drafter's own GPU (PEARL's setting) O = max(V(g), D(g + 1)).
 On the same GPU both passes stream from one HBM and share its SMs, so the two together take
-at least their bytes over the bandwidth:
-    O = max(V(g), D(g + 1), V_mem(g) + D_mem(g + 1))
-with V_mem, D_mem the passes' times on the same GPU with unbounded flops (their HBM time).
+at least their bytes over the bandwidth and their flops over the peak:
+    O = max(V(g), D(g + 1), V_mem(g) + D_mem(g + 1), V_fl(g) + D_fl(g + 1))
+with V_mem, D_mem the passes' times on the same GPU with unbounded flops (their HBM time) and
+V_fl, D_fl with unbounded bandwidth (their compute time).
 Where both passes are memory-bound (small batch) O ~ V + D: the overlap hides only the
 drafter's fixed latencies and host time, and the redrafting after a rejection makes it slower
 than a single round. With a free drafter (D = 0) it is the single round exactly.
@@ -73,7 +74,7 @@ from scipy import signal, stats
 from specsim.errors import check_int, check_number, parameter_error
 from specsim.forward.shapes import FloatArray
 from specsim.specs.acceptance import AcceptanceProfile, tau_chain, tau_prefixes
-from specsim.speculation import engine_time
+from specsim.specs.hardware import expected_efficiency
 from specsim.speculation.speedup import Setup, SpeedupTable, chain_candidates, speedup_table
 from specsim.speculation.structure_results import (
     SPECDEC_HEAD_CONCENTRATION,
@@ -102,8 +103,9 @@ BETA_ATOMS = 64
 # 1e-6 (below, a token adds under 1e-6 to tau), in steps of 1% of the survival.
 STAGE_SURVIVAL_FLOOR = 1e-6
 STAGE_SURVIVAL_POINTS = 1389
-# Flops scale that leaves a pass only its HBM time (the memory part of the roofline).
-UNBOUNDED_FLOPS = 1e9
+# Scale of one GPU resource (flops, or HBM bandwidth) that leaves a pass only its time on the
+# other (the memory or the compute part of the roofline).
+UNBOUNDED = 1e9
 
 
 def multistage_alphas(alphas: ArrayLike, stages: int, stage_acceptance: float = 1.0
@@ -128,11 +130,14 @@ def multistage_tau(alphas: ArrayLike, stages: int, stage_acceptance: float = 1.0
 
 
 def overlapped_s(verify_s: ArrayLike, draft_s: ArrayLike, verify_memory_s: ArrayLike,
-                 draft_memory_s: ArrayLike, device: str = "same") -> FloatArray:
+                 draft_memory_s: ArrayLike, device: str = "same",
+                 verify_compute_s: ArrayLike = 0.0, draft_compute_s: ArrayLike = 0.0
+                 ) -> FloatArray:
     """Seconds of a verification and a drafting run at the same time (broadcast shapes).
 
-    same: one GPU; the two share its HBM, so they take at least the sum of their HBM times.
-    separate: the drafter on a GPU of its own; the longer of the two.
+    same: one GPU; the two share its HBM and its SMs, so they take at least the sum of their
+    HBM times and the sum of their compute times. separate: the drafter on a GPU of its own;
+    the longer of the two.
     """
     if device not in DEVICES:
         raise parameter_error("overlap_device",
@@ -141,8 +146,9 @@ def overlapped_s(verify_s: ArrayLike, draft_s: ArrayLike, verify_memory_s: Array
                         np.asarray(draft_s, dtype=np.float64))
     if device == "separate":
         return np.asarray(longer)
-    shared = np.asarray(verify_memory_s, dtype=np.float64) + np.asarray(draft_memory_s)
-    return np.asarray(np.maximum(longer, shared))
+    memory = np.asarray(verify_memory_s, dtype=np.float64) + np.asarray(draft_memory_s)
+    compute = np.asarray(verify_compute_s, dtype=np.float64) + np.asarray(draft_compute_s)
+    return np.asarray(np.maximum(longer, np.maximum(memory, compute)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -486,9 +492,10 @@ def _multistage(table: SpeedupTable, alphas: FloatArray, max_gamma: int, max_sta
 def _overlap(setup: Setup, table: SpeedupTable, alphas: FloatArray, max_gamma: int,
              device: str) -> list[StructureChoice]:
     g = np.arange(1, max(max_gamma, 2))  # the overlapped draft holds g + 1 <= max_gamma
-    verify_mem, draft_mem = _memory_times(setup, table)
+    verify_mem, draft_mem = _resource_times(setup, table, "memory")
+    verify_fl, draft_fl = _resource_times(setup, table, "compute")
     together = overlapped_s(table.verify_s[:, g], table.draft_s[:, g + 1], verify_mem[:, g],
-                            draft_mem[:, g + 1], device)
+                            draft_mem[:, g + 1], device, verify_fl[:, g], draft_fl[:, g + 1])
     reuse = np.cumprod(alphas)[g]  # s_g alpha_{g+1} = s_{g+1}
     # the redraft after a rejection is GPU work too: host work an engine overlaps hides it
     round_s = _round(table, together, (1.0 - reuse) * table.draft_s[:, g])
@@ -499,18 +506,27 @@ def _overlap(setup: Setup, table: SpeedupTable, alphas: FloatArray, max_gamma: i
                  drafted)
 
 
-def _memory_times(setup: Setup, table: SpeedupTable) -> tuple[FloatArray, FloatArray]:
-    """(verification, drafting) HBM seconds of every chain in `table`, (B, K) each: the same
-    passes' kernel time on the GPU with unbounded flops, in the table's achieved seconds."""
+def _resource_times(setup: Setup, table: SpeedupTable, resource: str
+                    ) -> tuple[FloatArray, FloatArray]:
+    """(verification, drafting) seconds of every chain in `table` on one resource of the GPU,
+    (B, K) each, in the table's achieved seconds: "memory", the same passes with unbounded
+    flops (their HBM time); "compute", with unbounded HBM bandwidth (their flops time)."""
     hw = setup.hardware
-    unbounded = dataclasses.replace(
-        hw, peak_flops_per_s={k: v * UNBOUNDED_FLOPS for k, v in hw.peak_flops_per_s.items()},
-        achievable_flops_per_s={k: v * UNBOUNDED_FLOPS
-                                for k, v in hw.achievable_flops_per_s.items()})
-    memory = speedup_table(dataclasses.replace(setup, hardware=unbounded, engine=None),
-                           table.batch, table.candidates)
-    scale = 1.0 / engine_time.efficiency(hw) if setup.engine is not None else 1.0
-    return memory.verify_s * scale, memory.draft_s * scale
+    bandwidth_efficiency, flops_efficiency = expected_efficiency(hw)
+    if resource == "memory":
+        scaled = dataclasses.replace(
+            hw, peak_flops_per_s={k: v * UNBOUNDED for k, v in hw.peak_flops_per_s.items()},
+            achievable_flops_per_s={k: v * UNBOUNDED
+                                    for k, v in hw.achievable_flops_per_s.items()})
+        efficiency = bandwidth_efficiency
+    else:
+        scaled = dataclasses.replace(
+            hw, hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s * UNBOUNDED)
+        efficiency = flops_efficiency
+    alone = speedup_table(dataclasses.replace(setup, hardware=scaled, engine=None),
+                          table.batch, table.candidates)
+    scale = 1.0 / efficiency if setup.engine is not None else 1.0
+    return alone.verify_s * scale, alone.draft_s * scale
 
 
 def _adaptive(table: SpeedupTable, alphas: FloatArray, max_gamma: int, concentration: float,
