@@ -82,7 +82,7 @@ def structure_lines(c: StructureComparison) -> list[str]:
                      "(--stage-acceptance; 1 is the bound of a drafter as good on its own "
                      "states as on the target's)")
     if "overlap" in shown:
-        where = ("on the target's GPU, sharing its HBM" if c.device == "same"
+        where = ("on the target's GPU, sharing its HBM and SMs" if c.device == "same"
                  else "on a GPU of its own")
         lines.append(f"  overlapped drafting: the drafter runs {where} (--overlap-device)")
     if "adaptive_stop" in shown:
