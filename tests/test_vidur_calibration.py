@@ -405,6 +405,19 @@ def test_decode_region_error_on_held_out_models(mlp: pd.DataFrame, device: str) 
 
 @requires_vidur
 @pytest.mark.parametrize("device", ["a100", "a40"])
+def test_the_training_model_is_fitted_in_the_decode_region(mlp: pd.DataFrame, device: str
+                                                           ) -> None:
+    """Issue 24: the fit must not fail its own training data where speculation runs. Trained
+    on Llama-2-7B against each GPU's own datasheet (the A100 80GB's 2,039 GB/s; Vidur's A100
+    is the 80GB part), its own layer GEMMs at n <= 64 come within 5%: measured 2.2% (A100) and
+    4.8% (A40)."""
+    gemms = mlp[(mlp["device"] == device) & mlp["op"].isin(GEMM_OPS)]
+    errors = _layer_errors(mlp, device, _fit_models(gemms, device, [TRAIN_MODEL]))
+    assert _region(errors[errors["model"] == TRAIN_MODEL], 0, 64) <= 0.05
+
+
+@requires_vidur
+@pytest.mark.parametrize("device", ["a100", "a40"])
 def test_trained_on_the_smallest_model_predicts_the_largest(mlp: pd.DataFrame, device: str
                                                              ) -> None:
     # phi-2 (2.7B; shards of 3-50 MB) -> Qwen-72B and Llama-2-70B (shards up to 940 MB).
