@@ -631,8 +631,12 @@ def setting_adapters(plan: Plan, s: Setting) -> list[EngineAdapter]:
 
 
 def setting_engines(plan: Plan, s: Setting) -> list[str]:
-    """The names of the engines that build a setting ("vLLM", "SGLang"), as printed."""
-    return [a.name for a in setting_adapters(plan, s)]
+    """The names of the engines that build a setting ("vLLM", "SGLang"), as printed; for a
+    layout past one TP group or node, those that record its flags (`engines.parallel`)."""
+    node = plan.hardware.node
+    wide = s.ep > 1 or s.unit_gpus > (node.gpus if node else DEFAULT_NODE_GPUS)
+    return [a.name for a in setting_adapters(plan, s)
+            if not wide or isinstance(a.args.rules.get("parallel"), dict)]
 
 
 def _choice(s: Setting) -> Choice:
