@@ -39,13 +39,15 @@ def _import(config: dict[str, Any], **options: Any) -> dict[str, Any]:
 def _engine_answers(drafter: str, monkeypatch: pytest.MonkeyPatch, cwd: Path
                     ) -> dict[str, str]:
     """`recommend --json`'s answer per engine for a drafter of Llama-3.1-8B (run in `cwd`):
-    the command, or the reason there is none."""
+    the command with the files it reads (TensorRT-LLM's extra-options YAML names the draft
+    model), or the reason there is none."""
     monkeypatch.chdir(cwd)
     result = CliRunner().invoke(app, ["recommend", "--model", "llama-3.1-8b", "--drafter",
                                       drafter, "--batch", "1", "--alpha", "0.7", "--json"])
     assert result.exit_code == 0, result.output
-    return {c["engine"]: c["command"] or c["reason"]
-            for c in json.loads(result.stdout)["commands"]}
+    return {c["engine"]: (c["command"] and "\n".join([c["command"], *(f["text"] for f in
+                                                                       c["files"])]))
+            or c["reason"] for c in json.loads(result.stdout)["commands"]}
 
 
 def _launches(answer: str) -> bool:
@@ -70,7 +72,7 @@ def test_checkpoint_option_is_written_and_read_back(tmp_path: Path,
     assert load_drafter(str(out)).checkpoint == HUB_ID
     # and the engines now launch it: nothing refused
     answers = _engine_answers(str(out), monkeypatch, tmp_path)
-    assert sorted(answers) == ["sglang", "vllm"]
+    assert sorted(answers) == ["sglang", "trtllm", "vllm"]
     assert all(_launches(a) for a in answers.values()), answers
 
 
@@ -180,6 +182,8 @@ def test_without_checkpoint_the_refusal_says_how_to_add_one(
     assert _engine_answers("mine.yaml", monkeypatch, tmp_path) == {
         "vllm": f"mine has no published checkpoint for vLLM's 'model' (method eagle3): {hint}",
         "sglang": f"mine has no published checkpoint for --speculative-draft-model-path: {hint}",
+        "trtllm": f"mine has no published checkpoint for TensorRT-LLM's speculative_model "
+                  f"(Eagle): {hint}",
     }
 
 
