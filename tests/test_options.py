@@ -291,9 +291,10 @@ def _defaults(option: str) -> dict[str, object]:
     ("--kv-dtype", "bf16"), ("--weight-dtype", ""), ("--json", False)])
 def test_an_option_has_one_default_on_every_command(option: str, default: object) -> None:
     """--context None means everywhere: a --workload's context, else the default 2,048. plan's
-    --tp is the one exception: None there means the plan chooses TP (1, 2, 4 or 8)."""
+    --tp and --ep are the exceptions: None there means the plan chooses the layout (TP 1, 2,
+    4 or 8, and across nodes for a model no node holds; experts spread or split by TP)."""
     found = _defaults(option)
-    if option == "--tp":
+    if option in ("--tp", "--ep"):
         assert found.pop("plan") is None
     assert len(found) >= 2, found
     assert set(found.values()) == {default}, found

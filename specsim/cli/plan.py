@@ -46,7 +46,8 @@ def plan(
         "model that fits no single node, layouts over 2 and 4 nodes).")] = None,
     ep: Annotated[int | None, typer.Option(
         "--ep", help="Pin the expert-parallel degree of a MoE target: its routed experts "
-        "spread over EP GPUs, EP / TP data-parallel TP groups (default: 1).")] = None,
+        "spread over EP GPUs, EP / TP data-parallel TP groups (default: 1, and for a model that "
+        "fits no single node, expert-parallel layouts over 2 and 4 nodes as well).")] = None,
     disaggregate: Annotated[bool, typer.Option(
         help="Also plan prefill/decode disaggregation: a prefill pool for the prompts, a "
         "decode pool (with the drafter) for the tokens, the KV cache sent between them over "
