@@ -369,12 +369,13 @@ STUB = ("#!/bin/sh\n{ printf '\\001'; printf '%s\\0' \"$(basename \"$0\")\" \"$@
 
 def paste_into_bash(command: str, scratch: Path) -> tuple[list[list[str]], list[str], int]:
     """Run `command` as a user pasting it would: bash in an empty folder `scratch`, with stub
-    `vllm` and `python` first on PATH that log their argument vectors. Returns (argument
-    vectors received, files that appeared in scratch besides the stubs, bash's exit code)."""
+    `vllm`, `python` and `trtllm-serve` first on PATH that log their argument vectors. Returns
+    (argument vectors received, files that appeared in scratch besides the stubs, bash's exit
+    code)."""
     scratch.mkdir(parents=True, exist_ok=True)
     stubs = scratch.parent / f"{scratch.name}-bin"
     stubs.mkdir(exist_ok=True)
-    for name in ("vllm", "python", "python3"):
+    for name in ("vllm", "python", "python3", "trtllm-serve"):
         stub = stubs / name
         stub.write_text(STUB)
         stub.chmod(0o755)
@@ -396,7 +397,10 @@ def command_problems(command: str, vector: list[str], *, target: str,
     """What is wrong with the argument vector an engine received from a pasted `command`:
     the target must be exactly `target` and the draft model exactly `checkpoint`."""
     problems = []
-    if vector[0] == "vllm":
+    if vector[0] == "trtllm-serve":  # the draft model is in the extra-options YAML, not argv
+        if vector[1:2] != [target]:
+            problems.append(f"trtllm-serve got {vector[1:2]!r}, not [{target!r}]")
+    elif vector[0] == "vllm":
         if vector[1:3] != ["serve", target]:
             problems.append(f"vllm got {vector[1:3]!r}, not ['serve', {target!r}]")
         if "--speculative-config" in vector:

@@ -537,8 +537,14 @@ def test_printed_engine_commands_run_exactly_what_they_say(payload: str, field: 
                     json_output=True)
         if out.code != 0:
             return
-        commands = [c["command"] for c in json.loads(out.stdout)["commands"] if c["command"]]
+        emitted = [c for c in json.loads(out.stdout)["commands"] if c["command"]]
+        commands = [c["command"] for c in emitted]
         assert commands, "no engine command to check"
+        for c in emitted:  # TensorRT-LLM's extra-options YAML names the draft model
+            for f in c.get("files", []):
+                spec = yaml.safe_load(f["text"])["speculative_config"]
+                named = spec.get("speculative_model_dir", spec.get("speculative_model"))
+                assert named == checkpoint, (f["name"], named, checkpoint)
         for i, command in enumerate(commands):
             vectors, appeared, code = paste_into_bash(command, root / f"paste-{i}")
             assert appeared == [], f"pasting {command!r} created {appeared}"
