@@ -184,3 +184,15 @@ def test_the_answer_is_a_drafter_an_engine_runs() -> None:
                       users=64, tps=(1,))
     assert alone.best_speculative is not None
     assert alone.best_speculative.drafter == "hspec-qwen3-8b"
+
+
+def test_the_single_drafter_sections_show_a_drafter_an_engine_runs() -> None:
+    """LongSpec (cross-attention, no engine method) can serve a user faster than EAGLE-3 in
+    specsim's model, but the memory and policy sections of a plan show the deployable one:
+    EAGLE-3 leads the drafters, LongSpec follows as specsim's model."""
+    plan = make_plan(hardware="h100-sxm", model="llama-3.1-8b",
+                     drafters=["longspec-llama-3.1-8b", "eagle3-llama-3.1-8b"], engine="sglang",
+                     workload="chat", min_tokens_per_s_per_user=50, users=64, tps=(1,))
+    assert [d.name for d in plan.drafters if d.name != "none"] == [
+        "eagle3-llama-3.1-8b", "longspec-llama-3.1-8b"]
+    assert plan.policy_drafter == "eagle3-llama-3.1-8b"

@@ -403,9 +403,10 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         if d.model is not None else layouts for d in loaded]
     parts = [_drafter_plan(base, scenario, n, d, lay, progress)
              for n, d, lay in zip(names, loaded, drafter_layouts, strict=True)]
-    # The drafter the single-drafter sections (memory, policies) show: the one that serves a
-    # user fastest; the others follow in the same order.
-    parts.sort(key=lambda p: -_fastest_per_user(p.tables))
+    # The drafter the single-drafter sections (memory, policies) show: of the drafters an
+    # engine runs (where there is one), the one that serves a user fastest; the others follow
+    # in the same order.
+    parts.sort(key=lambda p: (not _runs(p), -_fastest_per_user(p.tables)))
     slo = DEFAULT_MIN_TOKENS_PER_S_PER_USER if min_tokens_per_s_per_user is None \
         else min_tokens_per_s_per_user
     bounds = Slo(min_tokens_per_s_per_user=slo,
@@ -414,12 +415,11 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     # The answer is one a team can deploy: drafters an engine runs (vLLM or SGLang has a
     # method for their family) where there is one; the others stay in the tables and figures
     # as specsim's model (and are the answer only when no runnable drafter was given).
-    runnable = {p.name: p.tables for p in parts
-                if p.drafter is not None and any(a.method(p.drafter) for a in adapters())}
+    runnable = {p.name: p.tables for p in parts if _runs(p)}
     model_only = [p.name for p in parts if p.name not in runnable]
     if runnable and model_only:
         them = "it" if len(model_only) == 1 else "them"
-        notes.append(f"{', '.join(model_only)}: no engine runs {them} (no vLLM or SGLang "
+        notes.append(f"{', '.join(model_only)}: no engine runs {them} (no engine has a "
                      f"method for the family), so the answer leaves {them} out; the tables "
                      f"and figures show specsim's model of {them}")
     tables = runnable or {p.name: p.tables for p in parts}
@@ -555,6 +555,11 @@ def _splittable(model: Model, tps: tuple[int, ...], notes: list[str]) -> tuple[i
     notes.extend(f"TP {tp} left out for {model.name}: {problems[tp]}" for tp in tps
                  if problems[tp] is not None)
     return kept
+
+
+def _runs(part: DrafterPlan) -> bool:
+    """Whether an engine has a method for the drafter's family (a deployable answer)."""
+    return part.drafter is not None and any(a.method(part.drafter) for a in adapters())
 
 
 def _fastest_per_user(tables: list[ServingTable]) -> float:
