@@ -69,7 +69,6 @@ from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import signal, stats
 
 from specsim.errors import check_int, check_number, parameter_error
 from specsim.forward.shapes import FloatArray
@@ -204,6 +203,8 @@ def _head_atoms(alpha: float, concentration: float) -> tuple[FloatArray, FloatAr
         values, _ = _head_atoms(1.0 - alpha, concentration)
         return np.asarray(1.0 - values[::-1]), probs
     a, b = concentration * alpha, concentration * (1.0 - alpha)
+    from scipy import stats  # here: a plan, which compares no structures, skips its import
+
     edges = stats.beta.ppf(np.linspace(0.0, 1.0, BETA_ATOMS + 1), a, b)
     # E[X 1{X <= x}] = alpha I_x(a + 1, b): each bin's conditional mean, mean alpha
     partial = alpha * stats.beta.cdf(edges, a + 1.0, b)
@@ -306,6 +307,8 @@ def _stage_program(factors: Sequence[FloatArray], alphas: FloatArray, floor: flo
     add E[s at its start] times sum_j prod_{i<=j} alpha_i over the stage's positions: exact,
     as acceptances are independent given the head's predictions.
     """
+    from scipy import signal  # here: a plan, which compares no structures, skips its import
+
     g = alphas.size
     points = STAGE_SURVIVAL_POINTS
     step = -math.log(STAGE_SURVIVAL_FLOOR) / (points - 1)
@@ -358,6 +361,8 @@ def _prefix_factor(alphas: tuple[float, ...], concentration: float) -> FloatArra
     np.add.at(kernel, lo, probs[inside] * (1.0 - frac))
     np.add.at(kernel, lo + 1, probs[inside] * frac)
     before = _prefix_factor(alphas[:-1], concentration)
+    from scipy import signal  # here: a plan, which compares no structures, skips its import
+
     return np.asarray(np.maximum(signal.fftconvolve(before, kernel)[:points], 0.0))
 
 
