@@ -74,7 +74,11 @@ UNQUANTIZED_GEMMS = ("router", "lm_head", "experts_up", "experts_down")
 
 def quantized_gemms(model: Model, weight_dtype: str = "") -> float:
     """Dense weight-GEMM kernels of one pass of `model` whose activations are quantized first
-    (fp8 / int8 weights; `weight_dtype` "" = the model's own): every such GEMM op's layers."""
+    (fp8 / int8 weights; `weight_dtype` "" = the model's own): every such GEMM op's layers.
+    A dense GEMM stores the served dtype or the model's (experts aside, which never count), so
+    any other dtype has none without building the pass: this runs on every round time."""
+    if (weight_dtype or model.weight_dtype) not in ACTIVATION_QUANT_DTYPES:
+        return 0.0
     ops = pass_work(model, uniform_passes(np.array(1.0), np.array([1.0]), 1.0),
                     precision=Precision(weight_dtype=weight_dtype))
     return float(sum(op.layers for op in ops if op.op_class == "gemm"
