@@ -70,10 +70,8 @@ def roofline(
     if not by_op and eng.launch != "none":
         contexts = np.atleast_1d(np.asarray(ctx, dtype=np.float64))
         shape = batch_mix_passes(float(queries), cost.tokens / queries, contexts)
-        gpu = engine_time.achieved_pass_s(eng, hw, target, shape, tp=tp, precision=prec, ep=ep)
-        step = engine_time.round_time(eng, target, None, batch=cost.tokens / queries,
-                                      step_gpu_s=gpu, verify_gpu_s=gpu, draft_gpu_s=0.0,
-                                      passes=0.0, weight_dtype=prec.weight_dtype).step_s
+        step = engine_time.plain_step_s(eng, hw, target, shape, cost.tokens / queries, tp=tp,
+                                        precision=prec, ep=ep)
         for row, seconds in zip(rows, step, strict=True):
             row["engine_ms"] = float(seconds * 1e3)
     header = setup_text(model=target, hardware=hw, context=ctx, tp=tp, precision=prec, ep=ep,

@@ -20,7 +20,7 @@ from specsim.forward.shapes import FloatArray, batch_mix_passes
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Efficiency, Hardware, load_hardware
 from specsim.specs.models import Model
-from specsim.speculation.engine_time import achieved_pass_s, round_time
+from specsim.speculation.engine_time import plain_step_s
 
 
 def priced_tn_s(engine: Engine | None, hw: Hardware, model: Model, tokens: ArrayLike, *,
@@ -42,10 +42,7 @@ def priced_tn_s(engine: Engine | None, hw: Hardware, model: Model, tokens: Array
     shape = batch_mix_passes(1.0, n, np.array([0.0]))
     if engine is None:
         return np.asarray(pass_cost(model, hw, shape, tp=tp).time_s, dtype=np.float64)
-    gpu = achieved_pass_s(engine, hw, model, shape, tp=tp)
-    return np.asarray(round_time(engine, model, None, batch=n, step_gpu_s=gpu,
-                                 verify_gpu_s=gpu, draft_gpu_s=0.0, passes=0.0).step_s,
-                      dtype=np.float64)
+    return plain_step_s(engine, hw, model, shape, n, tp=tp)
 
 
 # Tokens per pass of the report's T(n) table and figure.

@@ -191,6 +191,20 @@ def achieved_pass_s(engine: Engine | None, hw: Hardware, target: Model, shape: P
     return kernel if engine is None else np.asarray(kernel / efficiency(hw))
 
 
+def plain_step_s(engine: Engine, hw: Hardware, target: Model, shape: PassShape,
+                 requests: ArrayLike, *, tp: int = 1, precision: Precision | None = None,
+                 ep: int = 1) -> FloatArray:
+    """Seconds of S plain passes as the engine runs them, (S,): the achieved kernel time
+    (`achieved_pass_s`) plus the engine's launch and host terms per pass and per request (the
+    step of `round_time`), for `requests` requests a pass. What `roofline` prints as engine_ms,
+    the plan's T(n), and a prefill pass of its own (`speedup.prefill_pass_s`)."""
+    gpu = achieved_pass_s(engine, hw, target, shape, tp=tp, precision=precision, ep=ep)
+    weight_dtype = precision.weight_dtype if precision is not None else ""
+    return np.asarray(round_time(engine, target, None, batch=requests, step_gpu_s=gpu,
+                                 verify_gpu_s=gpu, draft_gpu_s=0.0, passes=0.0,
+                                 weight_dtype=weight_dtype).step_s, dtype=np.float64)
+
+
 def expected_kernel_s(hw: Hardware, target: Model, shape: PassShape, *, tp: int = 1,
                       precision: Precision | None = None, ep: int = 1) -> FloatArray:
     """Expected real kernel seconds of S passes on `hw`, (S,): the roofline at the GPU's

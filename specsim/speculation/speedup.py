@@ -344,12 +344,8 @@ def prefill_pass_s(setup: Setup, prompt_tokens: float, prompts: ArrayLike) -> Fl
     assert setup.engine is not None
     n = np.atleast_1d(np.asarray(prompts, dtype=np.float64))
     shape = uniform_passes(float(prompt_tokens), n, 0.0)
-    gpu = engine_time.achieved_pass_s(setup.engine, setup.hardware, setup.target, shape,
-                                      tp=setup.tp, precision=setup.precision, ep=setup.ep)
-    return np.asarray(engine_time.round_time(
-        setup.engine, setup.target, None, batch=n, step_gpu_s=gpu, verify_gpu_s=gpu,
-        draft_gpu_s=0.0, passes=0.0, weight_dtype=setup.precision.weight_dtype).step_s,
-        dtype=np.float64)
+    return engine_time.plain_step_s(setup.engine, setup.hardware, setup.target, shape, n,
+                                    tp=setup.tp, precision=setup.precision, ep=setup.ep)
 
 
 def prefill_stall_s(setup: Setup, prompt_tokens: float, arrivals: ArrayLike) -> FloatArray:
