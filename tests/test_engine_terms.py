@@ -1,9 +1,11 @@
-"""The all-reduce of tensor parallelism: the engines' measured custom all-reduce per TP degree
-(hardware/*.yaml interconnect.allreduce_us), a ring over the link where a degree is not
-measured, and a measured link time kept out of the engines' HBM-efficiency division.
+"""Engine terms of a step with a physical source: the all-reduce of tensor parallelism (the
+engines' measured custom all-reduce per TP degree, hardware/*.yaml interconnect.allreduce_us; a
+ring over the link where a degree is not measured; a link time kept out of the engines'
+HBM-efficiency division), SGLang's activation-quantization kernels before fp8 GEMMs, its prefill
+passes that decoding waits for, and the kernels of a hybrid (Mamba) block.
 
-Expected values are read off the published tables (SGLang PR #2904 for the H100, as copied into
-hardware/h100-sxm.yaml) and interpolated by hand."""
+Expected values are read off the published tables and engine sources (as copied into
+hardware/*.yaml and engines/*.yaml) and counted or interpolated by hand."""
 
 from __future__ import annotations
 
