@@ -185,7 +185,7 @@ def test_measured_achievable_flops_set_compute_bound_time() -> None:
     """MI300X's measured max-achievable bf16 rate (708 TFLOPS, AMD's hipBLASLt benchmark)
     replaces the transferred flops efficiency (0.757 of the 1,307.4 TFLOPS peak = 990): a
     64k-token pass, compute-bound, takes about 990 / 708 = 1.40x as long (1.37x: the pass's
-    memory-bound part is unchanged); a one-token pass, memory-bound, exactly as long."""
+    memory-bound part is unchanged); a one-token pass, memory-bound, about as long."""
     import dataclasses
 
     from specsim.forward.shapes import uniform_passes
@@ -199,5 +199,6 @@ def test_measured_achievable_flops_set_compute_bound_time() -> None:
     measured = expected_kernel_s(hw, model, shape)
     transferred = expected_kernel_s(dataclasses.replace(hw, achievable_flops_per_s={}), model,
                                     shape)
-    assert measured[0] == pytest.approx(transferred[0], rel=1e-12)
+    # (the smooth maximum of memory and compute time lets the slower compute add < 0.5%)
+    assert measured[0] == pytest.approx(transferred[0], rel=5e-3)
     assert measured[1] / transferred[1] == pytest.approx(1307.4 * 0.757 / 708, rel=0.03)

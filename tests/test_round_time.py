@@ -194,10 +194,11 @@ def test_the_graph_finds_a_cycle_when_there_is_one() -> None:
 def test_int8_weights_are_not_priced_as_fp8() -> None:
     """Dtypes travel by name: int8 and fp8 store one byte per weight, but only fp8 has a
     quantized-GEMM rate in engines/vllm.yaml (0.82 of bf16's). By hand, an int8 decoding step
-    at one token on an H100 is its kernel time / 0.862 + per_pass (fitted to 0) + per_request
-    0.0011 ms + 364 graph kernels (32 layers x 11 + 12 per pass) x 2.5 us + 129 memory-bound
-    weight GEMMs (32 x 4 + the LM head) x the 4.0 us GEMM floor; fp8's is longer (its GEMMs
-    stream at 0.82 of the bf16 rate)."""
+    at one token on an H100 is its roofline time at the GPU's kernel model (0.862 of its
+    bandwidth) + per_pass (0) + per_request 0.0011 ms + 364 graph kernels (32 layers x 11 + 12
+    per pass) x 2.5 us + 129 memory-bound weight GEMMs (32 x 4 + the LM head) x the 5.67 us
+    GEMM floor (the GEMMs' compute adds < 0.5% through the smooth maximum); fp8's is longer
+    (its GEMMs stream at 0.82 of the bf16 rate)."""
     import json
 
     from tests.test_cli import run
@@ -210,8 +211,8 @@ def test_int8_weights_are_not_priced_as_fp8() -> None:
 
     int8, fp8 = first_row("int8"), first_row("fp8")
     assert int8["time_ms"] == pytest.approx(fp8["time_ms"])  # same bytes, same roofline
-    want = int8["time_ms"] / 0.862 + 0.0 + 0.0011 + 364 * 2.5e-3 + 129 * 4.0e-3
-    assert int8["engine_ms"] == pytest.approx(want, rel=1e-9)
+    want = int8["time_ms"] / 0.862 + 0.0 + 0.0011 + 364 * 2.5e-3 + 129 * 5.67e-3
+    assert int8["engine_ms"] == pytest.approx(want, rel=5e-3)
     assert fp8["engine_ms"] > int8["engine_ms"] + 0.1
 
 

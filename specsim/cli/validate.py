@@ -63,7 +63,6 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
     """One engine's terms: the value used, where it comes from (its source, or the fit: rows,
     held-out error, range) and, for a fitted term, the prior it replaced."""
     from specsim.specs.engines import TERMS, load_engine
-    from specsim.specs.transferred import EXPECTED_BANDWIDTH, EXPECTED_FLOPS
 
     e = load_engine(name)
     rows: list[dict[str, Any]] = []
@@ -87,9 +86,9 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
          f"work: {overlap}); seconds unless named otherwise; value = the one used, prior = the "
          "sourced value a fitted term replaced")
     echo(to_table([{**r, "prior": "" if r["prior"] is None else r["prior"]} for r in rows]))
-    echo(f"kernel efficiency is the GPU's, not the engine's: a datasheet profile's kernels "
-         f"run at {EXPECTED_BANDWIDTH} of its bandwidth and {EXPECTED_FLOPS} of its peak flops "
-         "(specsim/specs/transferred.py), a calibrated profile at its own fit")
+    echo("kernel efficiency is the GPU's, not the engine's: a datasheet profile's kernels run "
+         "at the transferred efficiency (specsim/specs/transferred.py; `specsim hardware show "
+         "transferred/<gpu>`), a calibrated profile at its own fit")
 
 
 @app.command()

@@ -64,7 +64,7 @@ from specsim.specs.hardware import (
     Hardware,
     OpEfficiency,
 )
-from specsim.specs.transferred import transferred_gemm
+from specsim.specs.transferred import prior_gemm
 
 # Columns of the tidy measurement table every reader produces.
 MEASUREMENT_COLUMNS = ("model", "tp", "op", "op_class", "dtype", "m", "k", "n", "count",
@@ -199,7 +199,7 @@ def cross_gpu_priors(sm_count: int) -> dict[str, Prior]:
     """Weak priors at the transferred (cross-GPU) values on the roofline fields: bandwidth,
     flops and floor (widths PRIOR_LOG_SIGMA). The shape terms get none: their flat ends (no
     tile padding, a hard max) are legitimate answers a prior would wrongly pull away from."""
-    eff = transferred_gemm(sm_count)
+    eff = prior_gemm(sm_count)
     return {name: Prior(float(getattr(eff, name)), sigma)
             for name, sigma in PRIOR_LOG_SIGMA.items()}
 

@@ -52,15 +52,14 @@ def section_tn(plan: Plan, add: Callable[..., None]) -> None:
             f"datasheet knee is at ops:byte = peak flops / bandwidth = {knee:.0f} tokens. The "
             "datasheet roofline is the article's idealized GPU, for reference only. The other "
             "curve is the one T(n) this plan prices every setting with: ")
-    if hw.slug.startswith("transferred/"):
-        text += ("the kernel terms transferred from the GPUs with kernel measurements "
-                 f"(expected error {expected_error_text()})")
-    elif hw.is_calibrated:
+    if hw.is_calibrated and not hw.slug.startswith("transferred/"):
         text += "the kernels at this profile's fitted efficiencies"
     else:
-        bandwidth, flops = plan.expected_efficiency
-        text += (f"the kernels at the GPU's expected efficiency ({bandwidth:g} of its "
-                 f"bandwidth, {flops:g} of its peak flops: specsim/specs/transferred.py)")
+        text += ("the kernels on the GPU's one kernel model, the GEMM model calibrated on "
+                 "measured A100 kernels with this GPU's SM count (specsim/specs/transferred.py, "
+                 "the same kernels as `--hardware "
+                 f"transferred/{hw.slug.removeprefix('transferred/')}`; expected error: "
+                 f"{expected_error_text()})")
     text += (f", plus the kernel, launch and host terms per pass and per request of "
              f"{engine.name} (engine profile {engine.slug}), as `specsim roofline` prints them "
              "(engine_ms). " if engine else ", with no engine terms (the roofline engine). ")
@@ -78,7 +77,7 @@ def section_tn(plan: Plan, add: Callable[..., None]) -> None:
 def profile_kind(hw: Hardware) -> str:
     if hw.slug.startswith("transferred/"):
         return "datasheet with transferred efficiencies"
-    return "calibrated" if hw.is_calibrated else "datasheet roofline"
+    return "calibrated" if hw.is_calibrated else "datasheet, kernels on the transferred model"
 
 
 def memory_rows(plan: Plan) -> list[Row]:

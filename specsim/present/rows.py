@@ -21,7 +21,7 @@ Row = dict[str, Any]
 
 def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]:
     """Every number of a profile with its unit and source; `transferred`: the GEMM terms a GPU
-    without measurements can expect (`specs.transferred.transferred_gemm`), for a datasheet
+    without measurements runs on (`specs.hardware.datasheet_gemm`), for a datasheet
     profile (None for a calibrated one)."""
 
     def src(*keys: str) -> str:
@@ -71,7 +71,8 @@ def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]
         ]
     eff = hw.efficiency
     calibrated = src("efficiency.pass_overhead_s") if hw.is_calibrated else \
-        "ideal (datasheet profile, not calibrated)"
+        ("ideal: the datasheet roofline, what `roofline` without an engine shows; engines and "
+         "plans run this GPU's kernels on transferred_gemm_efficiency below")
     rows += [
         {"field": "gemm_efficiency", "value": _efficiency_text(eff.gemm), "source": calibrated},
         {"field": "attention_efficiency", "value": _efficiency_text(eff.attention),
@@ -84,7 +85,8 @@ def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]
         rows += [
             {"field": "transferred_gemm_efficiency",
              "value": _efficiency_text(transferred),
-             "source": f"{SOURCE}; use --hardware transferred/{hw.slug}"},
+             "source": f"{SOURCE}; what every engine and plan prices this GPU's kernels "
+                       f"with, and --hardware transferred/{hw.slug} names"},
             {"field": "transferred_expected_error", "value": expected_error_text(),
              "source": SOURCE},
         ]

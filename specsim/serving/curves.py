@@ -1,8 +1,8 @@
 """The T(n) a plan shows: forward-pass seconds of the target, as the plan prices them.
 
 One GPU speed per plan (issue 24): the curve is the plain step the plan prices every setting
-with (kernels at the GPU's expected efficiency, or a calibrated or transferred profile's own
-fit, plus the engine's terms), beside the datasheet roofline for reference. Computed here, the
+with (kernels on the GPU's one kernel model, `specs.hardware.kernel_profile`, plus the
+engine's terms), beside the datasheet roofline for reference. Computed here, the
 way the rest of the library prices passes; the report (`specsim.present.report_hardware`)
 draws them.
 """
@@ -26,8 +26,8 @@ from specsim.speculation.engine_time import plain_step_s
 def priced_tn_s(engine: Engine | None, hw: Hardware, model: Model, tokens: ArrayLike, *,
                 tp: int = 1) -> FloatArray:
     """Seconds of one plain step over n requests of one token each (no cached context), as the
-    plan prices it: the kernels at the GPU's expected efficiency (a calibrated or transferred
-    profile: its own fit) with the engine's kernel terms, plus the engine's host and launch
+    plan prices it: the kernels on the GPU's one kernel model (`specs.hardware.kernel_profile`)
+    with the engine's kernel terms, plus the engine's host and launch
     terms per pass and per request (`engine_time.round_time`'s step; what `specsim roofline`
     prints as engine_ms). No engine (the roofline): the profile's kernels alone.
 

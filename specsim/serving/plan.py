@@ -57,7 +57,6 @@ from specsim.specs.engines import Engine, engine_or_none, load_engine
 from specsim.specs.hardware import (
     DEFAULT_NODE_GPUS,
     Hardware,
-    expected_efficiency,
     layout_problem,
     load_hardware,
 )
@@ -169,8 +168,7 @@ class Plan:
     # What the report shows of the plan, computed here (the report only renders): T(n) at the
     # answer's TP, memory against context (MEMORY_CONTEXTS, `memory_by_context`), the Pareto
     # front, the engines that run `best` and `best_plain`, the commands of the answer, the
-    # engine timed, the built-in calibrated profiles and the GPU's expected efficiency
-    # (bandwidth, flops: `specs.hardware.expected_efficiency`).
+    # engine timed and the built-in calibrated profiles.
     tn: TnTable | None = None
     memory: tuple[dict[str, float], ...] = ()
     pareto: tuple[FrontierPoint, ...] = ()
@@ -183,7 +181,6 @@ class Plan:
     # per-user SLO on the decode side)
     disaggregated: Disaggregated | None = None
     calibrated: tuple[tuple[str, Hardware], ...] = ()
-    expected_efficiency: tuple[float, float] = (1.0, 1.0)
 
     @property
     def tables(self) -> dict[str, list[ServingTable]]:
@@ -462,8 +459,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         answer_commands=tuple(setting_commands(plan, answer)) if answer else (),
         notes=[*notes, *(f"No command for {answer.layout}: {reason}"
                          for reason in layout_refusals(plan, answer))] if answer else notes,
-        engine_spec=load_engine(engine), calibrated=tuple(calibrated_profiles()),
-        expected_efficiency=expected_efficiency(hw))
+        engine_spec=load_engine(engine), calibrated=tuple(calibrated_profiles()))
 
 
 def _disaggregated(tables: dict[str, list[ServingTable]], plain: list[ServingTable],

@@ -68,7 +68,7 @@ and at the top level (sourced, never fitted):
                            as a prefill pass of their own before the next decoding step, which
                            waits (SGLang without --enable-mixed-chunk)
 
-Kernel efficiency is the GPU's (`specsim.specs.hardware.expected_efficiency`), not the engine's.
+Kernel efficiency is the GPU's (`specsim.specs.hardware.kernel_profile`), not the engine's.
 `roofline` is the engine with no terms: the idealized GPU of the article.
 """
 

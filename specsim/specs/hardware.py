@@ -8,6 +8,7 @@ profile whose `efficiency` block holds factors fitted to measured kernel timings
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from specsim.specs.gemm_efficiency import GemmEfficiency as GemmEfficiency
 from specsim.specs.gemm_efficiency import check_positive as check_positive
 from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path, show
 from specsim.specs.names import read_display_name
-from specsim.specs.transferred import EXPECTED_BANDWIDTH, EXPECTED_FLOPS, transferred_gemm
+from specsim.specs.transferred import KERNEL_MODEL_PROFILE
 from specsim.specs.transferred import SOURCE as TRANSFERRED_SOURCE
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
@@ -186,7 +187,7 @@ class Hardware:
     sm_count: int = 0  # streaming multiprocessors / compute units; 0 = unknown
     # Measured max-achievable dense flop/s per dtype (a vendor's large-GEMM benchmark); where
     # given, a datasheet profile's compute-bound kernels run at it instead of the transferred
-    # flops efficiency (`expected_efficiency`). Empty: none measured.
+    # flops fraction (`transferred_hardware`). Empty: none measured.
     achievable_flops_per_s: Mapping[str, float] = field(default_factory=dict)
     # Measured time of the serving engines' all-reduce (their custom one-kernel all-reduce)
     # per TP degree: ((message bytes, seconds), ...) ascending in bytes. A TP degree without
@@ -262,22 +263,46 @@ def layout_problem(hw: Hardware, tp: int, ep: int = 1) -> str | None:
 TRANSFERRED_PREFIX = "transferred/"
 
 
+@functools.lru_cache(maxsize=1)
+def _kernel_model_gemm() -> GemmEfficiency:
+    return load_hardware(KERNEL_MODEL_PROFILE).efficiency.gemm
+
+
+def datasheet_gemm(sm_count: int) -> GemmEfficiency:
+    """The GEMM model a datasheet GPU with `sm_count` SMs runs its kernels on: the calibrated
+    A100's (specs.transferred.KERNEL_MODEL_PROFILE) with the GPU's own SM count (0: unknown,
+    no wave term)."""
+    gemm = _kernel_model_gemm()
+    if sm_count < 1:
+        return dataclasses.replace(gemm, sm_count=0, wave_fraction=0.0)
+    return dataclasses.replace(gemm, sm_count=sm_count)
+
+
 def transferred_hardware(hw: Hardware) -> Hardware:
-    """A datasheet profile with the transferred GEMM efficiencies (other op classes ideal)."""
-    eff = Efficiency(gemm=transferred_gemm(hw.sm_count))
+    """A datasheet profile with the transferred kernel efficiency (specs.transferred): the
+    calibrated A100's GEMM model with the GPU's own SM count (`datasheet_gemm`), and attention
+    and memory-class kernels at its bandwidth and flops fractions (they stream HBM and run the
+    tensor cores as the GEMMs do). A dtype with a measured max-achievable rate
+    (`achievable_flops_per_s`) keeps it: its peak is set so that peak x flops fraction = the
+    measured rate."""
+    gemm = datasheet_gemm(hw.sm_count)
+    roof = OpEfficiency(bandwidth=gemm.bandwidth, flops=gemm.flops)
+    achieved = hw.achievable_flops_per_s
+    peaks = {k: achieved[k] / gemm.flops if k in achieved else v
+             for k, v in hw.peak_flops_per_s.items()}
     return dataclasses.replace(hw, slug=f"{TRANSFERRED_PREFIX}{hw.slug}",
-                               name=f"{hw.name} (transferred efficiencies)", efficiency=eff,
+                               name=f"{hw.name} (transferred efficiencies)",
+                               peak_flops_per_s=peaks,
+                               efficiency=Efficiency(gemm=gemm, attention=roof, memory=roof),
                                sources={**hw.sources, "efficiency": TRANSFERRED_SOURCE})
 
 
-def expected_efficiency(hw: Hardware) -> tuple[float, float]:
-    """(bandwidth, flops) fractions that turn this profile's kernel times into expected real
-    ones: a datasheet profile's expected efficiency (specs.transferred.EXPECTED_BANDWIDTH /
-    EXPECTED_FLOPS); 1 for a calibrated or transferred profile, whose kernel model already
-    carries its own fit."""
-    if hw.is_calibrated:
-        return 1.0, 1.0
-    return EXPECTED_BANDWIDTH, EXPECTED_FLOPS
+def kernel_profile(hw: Hardware) -> Hardware:
+    """The profile whose kernel model prices `hw` as a GPU runs it: the GPU's one kernel
+    efficiency, which every engine, the plan's T(n) and every price use. A calibrated (or
+    transferred) profile carries its own; a datasheet profile gets the transferred one
+    (`transferred_hardware`, the same kernels as `--hardware transferred/<slug>`)."""
+    return hw if hw.is_calibrated else transferred_hardware(hw)
 
 
 def load_hardware(name: str) -> Hardware:

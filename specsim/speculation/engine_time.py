@@ -1,8 +1,8 @@
 """Round time as an engine runs it: kernel time plus the engine's host and launch terms.
 
-    pass_s   = max(kernel_s / efficiency, ops x op_host_s) + kernels x kernel_s
+    pass_s   = max(kernel_s, ops x op_host_s) + kernels x kernel_s
                + per_pass_s + per_request_s B
-    draft_s  = max(draft_kernel_s / efficiency, passes x drafter_ops x op_host_s)
+    draft_s  = max(draft_kernel_s, passes x drafter_ops x op_host_s)
                + passes x (drafter kernels x kernel_s + drafter_pass_s)
     round_s  = verify pass_s + draft_s + round_ops x op_host_s + host
     host     = loop x round_s (engine) + round_request_s B
@@ -14,8 +14,9 @@ An eager engine issues every op from Python; the host runs ahead of the GPU, so 
 the longer of the two. Its op counts are the target's layers x kernels_per_layer plus the
 model's own ops, a drafter pass's layers x kernels_per_layer plus what its family adds per
 pass (and per Medusa head), and a round the family's round ops (engines/hf-eager.yaml counts
-them from each method's code). The efficiency turns datasheet kernel time into achieved time;
-a calibrated GPU profile already carries its own.
+them from each method's code). kernel_s is the achieved time of the kernels on the GPU's one
+kernel model (`specs.hardware.kernel_profile`: a calibrated profile's fit, or the transferred
+efficiency of a datasheet GPU).
 
 A CUDA-graph engine has no host cost per op, but every kernel of a replayed graph still costs
 the GPU a few microseconds beyond its roofline work (the node's launch, the ramp-up of its
@@ -44,7 +45,6 @@ has one, holds each touched expert to a least time however few tokens it got.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,9 +56,8 @@ from specsim.forward.shapes import FloatArray, PassShape, uniform_passes
 from specsim.specs.drafters import Drafter
 from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine
-from specsim.specs.hardware import Hardware, expected_efficiency
+from specsim.specs.hardware import Hardware, kernel_profile
 from specsim.specs.models import Model
-from specsim.specs.transferred import TRANSFERRED_GEMM
 
 NO_DRAFTER = "none"  # the drafter_ops family of drafting without a model (prompt lookup)
 
@@ -134,71 +133,33 @@ def round_kernels(engine: Engine, drafter: Drafter | None) -> float:
     return engine.ops(NO_DRAFTER if drafter is None else drafter.family, "round")
 
 
-def efficiency(hw: Hardware) -> float:
-    """Achieved fraction of datasheet speed that kernel times are divided by: the GPU's
-    expected bandwidth efficiency (1 for a calibrated profile; `hardware.expected_efficiency`)."""
-    return expected_efficiency(hw)[0]
-
-
 def timing_hardware(engine: Engine | None, hw: Hardware) -> Hardware:
-    """The profile an engine's kernel times are computed on: a datasheet profile with its peak
-    flops scaled so that, once every kernel time is divided by the bandwidth efficiency,
-    compute-bound time runs at the GPU's expected flops efficiency (max(bytes / (bw e_b),
-    flops / (peak e_f)) per op); a calibrated profile, or no engine (the idealized GPU), as
-    it is."""
-    return hw if engine is None else _expected_profile(hw)
-
-
-def _expected_profile(hw: Hardware) -> Hardware:
-    """`hw` with its peak flops scaled by (flops / bandwidth) expected efficiency (see
-    `timing_hardware`), or, for a dtype with a measured max-achievable rate
-    (`Hardware.achievable_flops_per_s`), set to that rate / the bandwidth efficiency, so that
-    its compute-bound kernels run at the measured rate once divided by the efficiency; `hw`
-    itself where nothing changes (a calibrated profile)."""
-    bandwidth, flops = expected_efficiency(hw)
-    if flops == bandwidth:
-        return hw
-    scale = flops / bandwidth
-    achieved = hw.achievable_flops_per_s
-    return dataclasses.replace(
-        hw, peak_flops_per_s={k: achieved[k] / bandwidth if k in achieved else v * scale
-                              for k, v in hw.peak_flops_per_s.items()})
+    """The profile an engine's kernel times are computed on: the GPU's one kernel model
+    (`specs.hardware.kernel_profile`); with no engine, the idealized GPU as it is."""
+    return hw if engine is None else kernel_profile(hw)
 
 
 def kernel_pass_s(engine: Engine | None, hw: Hardware, target: Model, shape: PassShape, *,
                   tp: int = 1, precision: Precision | None = None, ep: int = 1,
                   engine_kernels: bool = True) -> FloatArray:
-    """Datasheet-kernel seconds of S passes of `target`, (S,): the pass cost on the timing
-    profile (`timing_hardware`), with the engine's kernel terms (`engine_kernel_s`; left out
-    with engine_kernels=False); the idealized roofline with no engine. Divided by
-    `efficiency` it is achieved time (`achieved_pass_s`); a difference of two passes (a prompt
-    chunk's share) is taken before that division."""
-    cost = pass_cost(target, timing_hardware(engine, hw), shape, tp=tp, precision=precision,
-                     ep=ep)
+    """Kernel seconds of S passes of `target`, (S,): the pass cost on the timing profile
+    (`timing_hardware`), with the engine's kernel terms (`engine_kernel_s`; left out with
+    engine_kernels=False); the idealized roofline with no engine."""
+    profile = timing_hardware(engine, hw)
+    cost = pass_cost(target, profile, shape, tp=tp, precision=precision, ep=ep)
     if engine is None or not engine_kernels:
         return cost.time_s
-    return engine_kernel_s(engine, hw, cost)
-
-
-def achieved_pass_s(engine: Engine | None, hw: Hardware, target: Model, shape: PassShape, *,
-                    tp: int = 1, precision: Precision | None = None, ep: int = 1,
-                    engine_kernels: bool = True) -> FloatArray:
-    """Achieved kernel seconds of S passes of `target`, (S,): `kernel_pass_s` divided by the
-    GPU's expected efficiency; the idealized roofline with no engine. The one path from a GPU
-    profile to achieved kernel time."""
-    kernel = kernel_pass_s(engine, hw, target, shape, tp=tp, precision=precision, ep=ep,
-                           engine_kernels=engine_kernels)
-    return kernel if engine is None else np.asarray(kernel / efficiency(hw))
+    return engine_kernel_s(engine, profile, cost)
 
 
 def plain_step_s(engine: Engine, hw: Hardware, target: Model, shape: PassShape,
                  requests: ArrayLike, *, tp: int = 1, precision: Precision | None = None,
                  ep: int = 1) -> FloatArray:
-    """Seconds of S plain passes as the engine runs them, (S,): the achieved kernel time
-    (`achieved_pass_s`) plus the engine's launch and host terms per pass and per request (the
+    """Seconds of S plain passes as the engine runs them, (S,): the kernel time
+    (`kernel_pass_s`) plus the engine's launch and host terms per pass and per request (the
     step of `round_time`), for `requests` requests a pass. What `roofline` prints as engine_ms,
     the plan's T(n), and a prefill pass of its own (`speedup.prefill_pass_s`)."""
-    gpu = achieved_pass_s(engine, hw, target, shape, tp=tp, precision=precision, ep=ep)
+    gpu = kernel_pass_s(engine, hw, target, shape, tp=tp, precision=precision, ep=ep)
     weight_dtype = precision.weight_dtype if precision is not None else ""
     return np.asarray(round_time(engine, target, None, batch=requests, step_gpu_s=gpu,
                                  verify_gpu_s=gpu, draft_gpu_s=0.0, passes=0.0,
@@ -207,18 +168,17 @@ def plain_step_s(engine: Engine, hw: Hardware, target: Model, shape: PassShape,
 
 def expected_kernel_s(hw: Hardware, target: Model, shape: PassShape, *, tp: int = 1,
                       precision: Precision | None = None, ep: int = 1) -> FloatArray:
-    """Expected real kernel seconds of S passes on `hw`, (S,): the roofline at the GPU's
-    expected efficiency (`hardware.expected_efficiency`), as every engine prices kernels
-    before its own kernel terms; a calibrated profile's own fitted time."""
-    cost = pass_cost(target, _expected_profile(hw), shape, tp=tp, precision=precision, ep=ep)
-    return np.asarray(cost.time_s / efficiency(hw))
+    """Expected real kernel seconds of S passes on `hw`, (S,): the pass on the GPU's one kernel
+    model (`specs.hardware.kernel_profile`), as every engine prices kernels before its own
+    kernel terms."""
+    cost = pass_cost(target, kernel_profile(hw), shape, tp=tp, precision=precision, ep=ep)
+    return np.asarray(cost.time_s)
 
 
-def pass_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, kernels: float,
-           batch: ArrayLike) -> FloatArray:
+def pass_s(engine: Engine, kernel_s: ArrayLike, kernels: float, batch: ArrayLike
+           ) -> FloatArray:
     """Seconds of one target pass of `kernels` eager ops taking `kernel_s` on the GPU."""
-    return _pass_s(engine, np.asarray(kernel_s, dtype=np.float64) / efficiency(hw), kernels,
-                   batch)
+    return _pass_s(engine, np.asarray(kernel_s, dtype=np.float64), kernels, batch)
 
 
 def _pass_s(engine: Engine, gpu: FloatArray, kernels: float | FloatArray, batch: ArrayLike
@@ -236,11 +196,10 @@ def graph_kernel_s(engine: Engine) -> float:
     return 0.0 if engine.eager else engine.kernel_s
 
 
-def draft_s(engine: Engine, hw: Hardware, kernel_s: ArrayLike, passes: ArrayLike,
-            kernels_per_pass: float) -> FloatArray:
+def draft_s(engine: Engine, kernel_s: ArrayLike, passes: ArrayLike, kernels_per_pass: float
+            ) -> FloatArray:
     """Seconds of a round's drafting: `passes` sequential drafter passes."""
-    return _draft_s(engine, np.asarray(kernel_s, dtype=np.float64) / efficiency(hw), passes,
-                    kernels_per_pass)
+    return _draft_s(engine, np.asarray(kernel_s, dtype=np.float64), passes, kernels_per_pass)
 
 
 def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike,
@@ -339,7 +298,7 @@ def round_time(engine: Engine, target: Model, drafter: Drafter | None, *, batch:
                step_gpu_s: ArrayLike, verify_gpu_s: ArrayLike, draft_gpu_s: ArrayLike,
                passes: ArrayLike, weight_dtype: str = "") -> RoundTime:
     """The one round-time formula (module docstring): the engine's host and launch terms
-    around a round's achieved kernel seconds (datasheet-kernel seconds / `efficiency`).
+    around a round's kernel seconds (on the GPU's kernel model: `timing_hardware`).
 
     batch: requests per round; step_gpu_s, verify_gpu_s, draft_gpu_s: achieved seconds of a
     plain decoding step's kernels, of the verification pass's and of all the round's drafter
@@ -373,7 +332,7 @@ EXPERT_OPS = ("experts_up", "experts_down")
 
 
 def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
-    """Datasheet-kernel seconds a pass's quantized weight GEMMs take beyond the roofline: each
+    """Kernel seconds a pass's quantized weight GEMMs take beyond the roofline: each
     streams its weights at the engine's dtype efficiency times the bf16 GEMM rate (the expert
     GEMMs at the fused-MoE kernel's, where the engine has one for the dtype), (S,)."""
     extra = np.zeros(cost.tokens.shape)
@@ -392,7 +351,7 @@ def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArra
 
 
 def expert_parts(engine: Engine, hw: Hardware, cost: PassCost) -> tuple[FloatArray, FloatArray]:
-    """(touched experts x MoE layers, datasheet-kernel seconds of the expert GEMMs with their
+    """(touched experts x MoE layers, kernel seconds of the expert GEMMs with their
     quantized-weight term) of a pass, (S,) each; zeros for a dense model."""
     zero = np.zeros(cost.tokens.shape)
     ops = [c for c in cost.ops if c.op.name in EXPERT_OPS]
@@ -415,55 +374,16 @@ def moe_layers_run(cost: PassCost) -> FloatArray:
     return np.where(cost.tokens > 0, float(ops[0].op.layers), 0.0)
 
 
-def gemm_floor_s(hw: Hardware) -> float:
-    """Fixed latency on the memory path of one weight-GEMM kernel (launch, ramp-up, tail: a
-    small TP shard does not saturate HBM) that a datasheet profile's roofline lacks: the
-    transferred GEMM floor (specs.transferred, 4.0 us: fitted 5.5 us on Vidur's A100 and 2.6
-    us on its A40 GEMM tables); 0 for a calibrated profile, whose GEMM model carries its own."""
-    return 0.0 if hw.is_calibrated else TRANSFERRED_GEMM.floor_s
-
-
-def gemm_floor_extra_s(hw: Hardware, cost: PassCost) -> FloatArray:
-    """Datasheet-kernel seconds the GEMM floor adds to a pass, (S,): each dense weight-GEMM
-    kernel (the fused-MoE expert GEMMs aside: moe_layer_s times them) streams its weights in
-    floor + bytes / bandwidth, so a memory-bound GEMM takes the floor longer and a
-    compute-bound one nothing (max(floor + memory time, compute time), as the calibrated GEMM
-    model). The floor is in achieved seconds: times the efficiency, as every kernel time here."""
-    floor = gemm_floor_s(hw) * efficiency(hw)
-    extra = np.zeros(cost.tokens.shape)
-    if floor <= 0.0:
-        return extra
-    for c in cost.ops:
-        if c.op.op_class != "gemm" or c.op.name in EXPERT_OPS:
-            continue
-        memory = c.op.bytes_ / c.bandwidth_bytes_per_s
-        extra = extra + c.op.layers * np.maximum(memory + floor - c.time_s, 0.0)
-    return extra
-
-
-LINK_CLASSES = ("communication", "all_to_all")
-
-
-def link_s(cost: PassCost) -> FloatArray:
-    """Seconds of a pass's collectives (all-reduce, all-to-all), (S,): measured link times,
-    which the GPU's HBM efficiency does not scale (`engine_kernel_s` leaves them out of the
-    division by `efficiency`)."""
-    return np.asarray(sum((c.total_time_s for c in cost.ops if c.op.op_class in LINK_CLASSES),
-                          np.zeros(cost.tokens.shape)), dtype=np.float64)
-
-
 def engine_kernel_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
-    """Datasheet-kernel seconds of a pass as the engine's kernels run it: the roofline plus
-    the GEMM floor, the quantized-GEMM term, the fused-MoE stack's fixed time per MoE layer,
-    and the expert GEMMs held to the per-expert floor, (S,). The collectives are measured
-    link times: they are put in times the efficiency, so that achieved time (this divided by
-    `efficiency`) keeps them as measured."""
-    kernel = (cost.time_s + gemm_floor_extra_s(hw, cost) + quantized_extra_s(engine, hw, cost)
-              - link_s(cost) * (1.0 - efficiency(hw)))
+    """Kernel seconds of a pass as the engine's kernels run it, on `hw` (the timing profile
+    `cost` was computed on): the kernel model plus the quantized-GEMM term, the fused-MoE
+    stack's fixed time per MoE layer, and the expert GEMMs held to the per-expert floor, (S,).
+    The collectives in `cost` are the engines' measured link times."""
+    kernel = cost.time_s + quantized_extra_s(engine, hw, cost)
     if engine.moe_layer_s > 0.0:
-        kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s * efficiency(hw)
+        kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s
     if engine.moe_expert_floor_s > 0.0:
         units, experts = expert_parts(engine, hw, cost)
-        floor = units * engine.moe_expert_floor_s * efficiency(hw)
+        floor = units * engine.moe_expert_floor_s
         kernel = kernel + np.maximum(floor - experts, 0.0)
     return np.asarray(kernel)

@@ -27,10 +27,12 @@ from specsim.engines import (
     tree_engines,
 )
 from specsim.errors import SpecError, check_int, check_number, parameter_error
+from specsim.forward.gemm import padded_tokens
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S_PER_USER, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter
 from specsim.specs.engines import Engine, load_engine
+from specsim.speculation import engine_time
 from specsim.speculation.round_structures import (
     STRUCTURES,
     StructureOptions,
@@ -72,6 +74,13 @@ SGLANG_TOPK = (2, 3, 4, 5, 6, 8)
 # model's error (validate: 6.7% median on speedups), and without it near-ties flip the schedule
 # back and forth between neighbouring lengths as the batch grows.
 SCHEDULE_TOLERANCE = 0.005
+# The schedule is chosen on the GPU's kernel model without its token-tile and wave terms
+# (`_untiled`): those steps (powers of two to 64 tokens, then multiples of 128: Vidur's A100
+# GEMM tables) are the library's per-shape tile choices, whose positions "differ shape to
+# shape and do not carry over" (specsim/forward/gemm.py), and a schedule chosen on them chases
+# them: EAGLE-3 on Llama-3.1-8B on an A100 went K = 6, 5, 4, 6, 5, 4, 3, 5, ... as the batch
+# grew, each step keeping a verification pass inside a 64- or 128-token tile. The rows it
+# emits are still timed on the full model.
 
 
 def _choices(table: SpeedupTable, objective: str, tolerance: float = 0.0) -> list[Choice]:
@@ -199,10 +208,23 @@ def _schedule_chains(setup: Setup, chains: Candidates, batches: np.ndarray, obje
     """The best chain at every batch size 1..largest requested one that fits, timed with the
     engine that runs the schedule (`schedule_setup`)."""
     every = np.arange(1, int(batches.max()) + 1)
-    rows = _choices(speedup_table(schedule_setup(setup), every, chains), objective,
-                    SCHEDULE_TOLERANCE)
+    timed = schedule_setup(setup)
+    table = speedup_table(timed, every, chains)
+    decide = speedup_table(_untiled(timed), every, chains) if timed.engine else table
+    round_s, speedup = table.round_s, table.speedup
+    rows = [choice_at(table, i, k, round_s, speedup)
+            for i, k in enumerate(decide.best(objective, SCHEDULE_TOLERANCE).tolist())]
     fitting = [c.batch for c in rows if c.fits]
     return rows[:max(fitting)] if fitting else []
+
+
+def _untiled(setup: Setup) -> Setup:
+    """`setup` on its GPU's kernel model without the token-tile and wave terms (the schedule
+    is chosen on it: see the comment above SCHEDULE_TOLERANCE)."""
+    profile = engine_time.timing_hardware(setup.engine, setup.hardware)
+    gemm = dataclasses.replace(profile.efficiency.gemm, tile_fraction=0.0, wave_fraction=0.0)
+    efficiency = dataclasses.replace(profile.efficiency, gemm=gemm)
+    return dataclasses.replace(setup, hardware=dataclasses.replace(profile, efficiency=efficiency))
 
 
 def schedule_setup(setup: Setup) -> Setup:
@@ -279,6 +301,13 @@ def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
                f"batch, engines/{engine}.yaml) is at least the GPU's verification and "
                f"drafting ({gpu * 1e3:.2f} ms), and a longer chain spreads that fixed host "
                "time over more accepted tokens")
+    elif (tile := _tile_crossing(setup, grows[0][0], grows[0][1])) is not None:
+        shorter, tokens = tile
+        why = (f"GEMM tile quantization, not a trend: at batch {at} a chain of {shorter} "
+               f"already verifies more tokens than one {tokens}-token GEMM tile holds (the "
+               "kernel model's token tiles: powers of two to 64 tokens, then multiples of "
+               "128, Vidur's A100 GEMM tables), so the longer chain fills the same tiles for "
+               "little more; the chain shortens again as the batch grows")
     elif setup.target.moe is not None:
         why = ("the target is a mixture of experts: a larger batch already reads most experts "
                "each step, so verifying more drafted tokens adds few expert weights")
@@ -289,6 +318,23 @@ def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
     note = f"the per-batch chain lengthens from batch {at}: {why}"
     if note not in notes:
         notes.append(note)
+
+
+def _tile_crossing(setup: Setup, before: Choice, after: Choice) -> tuple[int, int] | None:
+    """(the shorter chain's nodes, the token tile it filled) where a chain lengthens from
+    `before` to `after` because the shorter chain's verification tokens cross a GEMM token
+    tile at `after`'s batch while the longer chain's fall in the same tile; None otherwise."""
+    if setup.engine is None:
+        return None
+    gemm = engine_time.timing_hardware(setup.engine, setup.hardware).efficiency.gemm
+    if gemm.tile_fraction <= 0.0:
+        return None
+    tiles = padded_tokens(np.array([before.batch * (before.nodes + 1.0),
+                                    after.batch * (before.nodes + 1.0),
+                                    after.batch * (after.nodes + 1.0)]), gemm.tile_rows)
+    if tiles[1] > tiles[0] and tiles[2] == tiles[1]:
+        return before.nodes, int(tiles[0])
+    return None
 
 
 def _extrapolation_notes(profile: AcceptanceProfile, choices: list[Choice],

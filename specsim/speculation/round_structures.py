@@ -73,7 +73,7 @@ from numpy.typing import ArrayLike
 from specsim.errors import check_int, check_number, parameter_error
 from specsim.forward.shapes import FloatArray
 from specsim.specs.acceptance import AcceptanceProfile, tau_chain, tau_prefixes
-from specsim.specs.hardware import expected_efficiency
+from specsim.speculation import engine_time
 from specsim.speculation.speedup import Setup, SpeedupTable, chain_candidates, speedup_table
 from specsim.speculation.structure_results import (
     SPECDEC_HEAD_CONCENTRATION,
@@ -514,24 +514,21 @@ def _overlap(setup: Setup, table: SpeedupTable, alphas: FloatArray, max_gamma: i
 def _resource_times(setup: Setup, table: SpeedupTable, resource: str
                     ) -> tuple[FloatArray, FloatArray]:
     """(verification, drafting) seconds of every chain in `table` on one resource of the GPU,
-    (B, K) each, in the table's achieved seconds: "memory", the same passes with unbounded
-    flops (their HBM time); "compute", with unbounded HBM bandwidth (their flops time)."""
-    hw = setup.hardware
-    bandwidth_efficiency, flops_efficiency = expected_efficiency(hw)
+    (B, K) each, in the table's seconds (with an engine, on the GPU's kernel model): "memory",
+    the same passes with unbounded flops (their HBM time); "compute", with unbounded HBM
+    bandwidth (their flops time)."""
+    hw = engine_time.timing_hardware(setup.engine, setup.hardware)
     if resource == "memory":
         scaled = dataclasses.replace(
             hw, peak_flops_per_s={k: v * UNBOUNDED for k, v in hw.peak_flops_per_s.items()},
             achievable_flops_per_s={k: v * UNBOUNDED
                                     for k, v in hw.achievable_flops_per_s.items()})
-        efficiency = bandwidth_efficiency
     else:
         scaled = dataclasses.replace(
             hw, hbm_bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s * UNBOUNDED)
-        efficiency = flops_efficiency
     alone = speedup_table(dataclasses.replace(setup, hardware=scaled, engine=None),
                           table.batch, table.candidates)
-    scale = 1.0 / efficiency if setup.engine is not None else 1.0
-    return alone.verify_s * scale, alone.draft_s * scale
+    return alone.verify_s, alone.draft_s
 
 
 def _adaptive(table: SpeedupTable, alphas: FloatArray, max_gamma: int, concentration: float,

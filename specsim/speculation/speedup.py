@@ -317,8 +317,8 @@ def chunk_share_s(setup: Setup, tokens_per_request: ArrayLike, prompt_per_reques
     """Achieved seconds that `prompt_per_request` prompt tokens per request add to a pass of
     `batch` requests scoring `tokens_per_request` tokens each (chunked prefill riding in a
     decoding or verification pass), (S,): the marginal roofline kernel time
-    T(B (q + p)) - T(B q) at `context` cached tokens, without the engine's kernel terms (a
-    decoding pass's; a prompt chunk adds none of them), divided by the GPU's efficiency."""
+    T(B (q + p)) - T(B q) at `context` cached tokens on the GPU's kernel model, without the
+    engine's kernel terms (a decoding pass's; a prompt chunk adds none of them)."""
     q = np.asarray(tokens_per_request, dtype=np.float64)
     p = np.asarray(prompt_per_request, dtype=np.float64)
 
@@ -329,8 +329,6 @@ def chunk_share_s(setup: Setup, tokens_per_request: ArrayLike, prompt_per_reques
             precision=setup.precision, ep=setup.ep, engine_kernels=False)
 
     extra = kernel(q + p) - kernel(q + 0.0 * p)
-    if setup.engine is not None:
-        extra = extra / engine_time.efficiency(setup.hardware)
     return np.asarray(np.maximum(extra, 0.0))
 
 
@@ -338,7 +336,7 @@ def prefill_pass_s(setup: Setup, prompt_tokens: float, prompts: ArrayLike) -> Fl
     """Seconds of a prefill pass of its own, (S,): `prompts` prompts of `prompt_tokens` tokens
     each and no cached context, as an engine that does not mix prompts into decoding steps
     runs them (`Engine.prefill_mixed` false: the decoding requests wait for it). Priced as a
-    plain pass is: the kernels with the engine's kernel terms at the GPU's efficiency, every
+    plain pass is: the kernels with the engine's kernel terms on the GPU's kernel model, every
     kernel's graph cost and the per-pass and per-request host terms (`engine_time.round_time`'s
     step). Requires an engine."""
     assert setup.engine is not None
@@ -359,10 +357,12 @@ def prefill_stall_s(setup: Setup, prompt_tokens: float, arrivals: ArrayLike) -> 
 
 
 def _kernel_s(setup: Setup, cost: PassCost) -> FloatArray:
-    """A pass's kernel seconds: the roofline, plus the engine's kernel terms if it has one."""
+    """A pass's kernel seconds (`cost` on the setup's timing profile): the roofline, plus the
+    engine's kernel terms if it has one."""
     if setup.engine is None:
         return cost.time_s
-    return engine_time.engine_kernel_s(setup.engine, setup.hardware, cost)
+    return engine_time.engine_kernel_s(
+        setup.engine, engine_time.timing_hardware(setup.engine, setup.hardware), cost)
 
 
 def _round_time(setup: Setup, engine: Engine, batch: FloatArray, baseline: FloatArray,
@@ -372,10 +372,9 @@ def _round_time(setup: Setup, engine: Engine, batch: FloatArray, baseline: Float
     (`engine_time.round_time`), every field (B, 1) or (B, K)."""
     if setup.drafter is None and setup.draft_cost == 0.0:
         passes = np.zeros_like(passes)  # free drafting (prompt lookup): no drafter pass
-    e = engine_time.efficiency(setup.hardware)
     return engine_time.round_time(
         engine, setup.target, setup.drafter, batch=batch[:, None],
-        step_gpu_s=baseline[:, None] / e, verify_gpu_s=verify / e, draft_gpu_s=draft / e,
+        step_gpu_s=baseline[:, None], verify_gpu_s=verify, draft_gpu_s=draft,
         passes=passes.reshape(draft.shape), weight_dtype=setup.precision.weight_dtype)
 
 
