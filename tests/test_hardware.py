@@ -3,6 +3,7 @@ vendor datasheets, and the ideal roofline knee sits at peak flops / bandwidth.""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -202,3 +203,23 @@ def test_measured_achievable_flops_set_compute_bound_time() -> None:
     # (the smooth maximum of memory and compute time lets the slower compute add < 0.5%)
     assert measured[0] == pytest.approx(transferred[0], rel=5e-3)
     assert measured[1] / transferred[1] == pytest.approx(1307.4 * 0.757 / 708, rel=0.03)
+
+
+def test_the_transferred_profile_shows_datasheet_peaks_and_its_expected_error() -> None:
+    """`hardware show transferred/mi300x` keeps the datasheet's dense peaks (1,307.4 bf16
+    TFLOPS; the measured 708 is a row of its own that the kernels run at) and states the
+    expected error of the kernel model, as the datasheet profile does."""
+    from typer.testing import CliRunner
+
+    from specsim.cli import app
+
+    rows = {}
+    for name in ("mi300x", "transferred/mi300x"):
+        result = CliRunner().invoke(app, ["hardware", "show", name, "--json"])
+        assert result.exit_code == 0, result.output
+        rows[name] = {r["field"]: r for r in json.loads(result.output)}
+    for name, got in rows.items():
+        assert got["dense_bf16_TFLOPS"]["value"] == pytest.approx(1307.4), name
+        assert got["achievable_bf16_TFLOPS"]["value"] == pytest.approx(708), name
+        assert "5.8%" in got["transferred_expected_error"]["value"], name
+    assert "A100" in rows["transferred/mi300x"]["gemm_efficiency"]["source"]

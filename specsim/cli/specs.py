@@ -30,10 +30,11 @@ def hardware_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
                   as_json: JsonOpt = False) -> None:
     """Show one GPU profile, every number with its source."""
     from specsim.present.rows import hardware_rows
-    from specsim.specs.hardware import datasheet_gemm, load_hardware
+    from specsim.specs.hardware import TRANSFERRED_PREFIX, datasheet_gemm, load_hardware
 
     hw = load_hardware(name)
-    rows = hardware_rows(hw, None if hw.is_calibrated else datasheet_gemm(hw.sm_count))
+    kernels = not hw.is_calibrated or hw.slug.startswith(TRANSFERRED_PREFIX)
+    rows = hardware_rows(hw, datasheet_gemm(hw.sm_count) if kernels else None)
     if as_json:
         echo(to_json(rows))
         return

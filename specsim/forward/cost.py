@@ -130,14 +130,15 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1,
             # engine's moe_layer_s
             gemm = dataclasses.replace(gemm, floor_s=0.0, tile_fraction=0.0,
                                        wave_fraction=0.0)
+        gemm_peak = hw.kernel_flops_per_s(compute_dtype, eff.gemm.flops)
         time = gemm_time_s(
             op.gemm_m, op.gemm_k, op.gemm_n, weight_bytes_per_param=op.weight_bytes_per_param,
             act_bytes_per_elem=op.act_bytes_per_elem, bandwidth_bytes_per_s=bw,
-            flops_per_s=peak, eff=gemm)
+            flops_per_s=gemm_peak, eff=gemm)
         if op.gemm_count is not None:
             time = op.gemm_count * time + eff.gemm.floor_s * (op.gemm_count > 0)
         return OpCost(op=op, time_s=time, bandwidth_bytes_per_s=bw * eff.gemm.bandwidth,
-                      flops_per_s=peak * eff.gemm.flops)
+                      flops_per_s=gemm_peak * eff.gemm.flops)
     if op.op_class == "all_to_all":
         return OpCost(op=op, time_s=all_to_all_time_s(op.bytes_, hw, ep),
                       bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
@@ -147,6 +148,7 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1,
                       bandwidth_bytes_per_s=hw.interconnect_bandwidth_bytes_per_s,
                       flops_per_s=peak)
     roof = eff.attention if op.op_class == "attention" else eff.memory
+    peak = hw.kernel_flops_per_s(compute_dtype, roof.flops)
     bytes_ = op.bytes_
     memory_s = bytes_ / (bw * roof.bandwidth)
     compute_s = op.flops / (peak * roof.flops)

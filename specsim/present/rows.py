@@ -70,7 +70,7 @@ def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]
              "source": src("node.network.latency_us")},
         ]
     eff = hw.efficiency
-    calibrated = src("efficiency.pass_overhead_s") if hw.is_calibrated else \
+    calibrated = src("efficiency.pass_overhead_s", "efficiency") if hw.is_calibrated else \
         ("ideal: the datasheet roofline, what `roofline` without an engine shows; engines and "
          "plans run this GPU's kernels on transferred_gemm_efficiency below")
     rows += [

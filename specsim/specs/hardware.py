@@ -216,6 +216,17 @@ class Hardware:
         have = ", ".join(self.peak_flops_per_s)
         raise SpecError(f"{self.name} has no {dtype} peak flops (has: {have})")
 
+    def kernel_flops_per_s(self, dtype: str, fraction: float) -> float:
+        """The peak flop/s a kernel model running at `fraction` of it divides by: the dense
+        datasheet peak, or, where the profile has a measured max-achievable rate for the dtype
+        and a kernel model (not the idealized GPU), that rate / fraction, so that compute-bound
+        kernels run at the measured rate."""
+        if not self.efficiency.is_ideal:
+            for candidate in (dtype, {"bf16": "fp16", "fp16": "bf16"}.get(dtype, dtype)):
+                if candidate in self.achievable_flops_per_s:
+                    return self.achievable_flops_per_s[candidate] / fraction
+        return self.flops_per_s(dtype)
+
     @property
     def ops_per_byte(self) -> float:
         """Datasheet bf16 ops:byte ratio, the knee of the ideal roofline in tokens."""
@@ -283,16 +294,11 @@ def transferred_hardware(hw: Hardware) -> Hardware:
     calibrated A100's GEMM model with the GPU's own SM count (`datasheet_gemm`), and attention
     and memory-class kernels at its bandwidth and flops fractions (they stream HBM and run the
     tensor cores as the GEMMs do). A dtype with a measured max-achievable rate
-    (`achievable_flops_per_s`) keeps it: its peak is set so that peak x flops fraction = the
-    measured rate."""
+    (`achievable_flops_per_s`) keeps it (`Hardware.kernel_flops_per_s`)."""
     gemm = datasheet_gemm(hw.sm_count)
     roof = OpEfficiency(bandwidth=gemm.bandwidth, flops=gemm.flops)
-    achieved = hw.achievable_flops_per_s
-    peaks = {k: achieved[k] / gemm.flops if k in achieved else v
-             for k, v in hw.peak_flops_per_s.items()}
     return dataclasses.replace(hw, slug=f"{TRANSFERRED_PREFIX}{hw.slug}",
                                name=f"{hw.name} (transferred efficiencies)",
-                               peak_flops_per_s=peaks,
                                efficiency=Efficiency(gemm=gemm, attention=roof, memory=roof),
                                sources={**hw.sources, "efficiency": TRANSFERRED_SOURCE})
 
