@@ -223,3 +223,13 @@ def test_the_transferred_profile_shows_datasheet_peaks_and_its_expected_error() 
         assert got["achievable_bf16_TFLOPS"]["value"] == pytest.approx(708), name
         assert "5.8%" in got["transferred_expected_error"]["value"], name
     assert "A100" in rows["transferred/mi300x"]["gemm_efficiency"]["source"]
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("transferred/", "name a GPU after transferred/"),
+    ("transferred/calibrated/a100-80g-sxm-vidur", "already calibrated"),
+    ("transferred/no-such-gpu", "unknown hardware 'no-such-gpu'"),
+])
+def test_a_bad_transferred_name_is_one_line(name: str, says: str) -> None:
+    with pytest.raises(SpecError, match=says):
+        load_hardware(name)

@@ -318,6 +318,9 @@ def load_hardware(name: str) -> Hardware:
     from the measured GPUs (specsim.specs.transferred), for a GPU without measurements.
     """
     if name.startswith(TRANSFERRED_PREFIX) and not Path(name).exists():
+        if not name.removeprefix(TRANSFERRED_PREFIX).strip():
+            raise SpecError(f"hardware '{name}': name a GPU after {TRANSFERRED_PREFIX} (e.g. "
+                            f"{TRANSFERRED_PREFIX}h100-sxm; see `specsim hardware list`)")
         datasheet = load_hardware(name.removeprefix(TRANSFERRED_PREFIX))
         if datasheet.is_calibrated:
             raise SpecError(f"hardware '{name}': {datasheet.slug} is already calibrated; "
