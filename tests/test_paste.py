@@ -506,3 +506,19 @@ def test_recommend_json_carries_each_command_as_its_argument_vector() -> None:
     for c in commands:
         # The vector is what the shell makes of the printed line, word for word.
         assert c["argv"] == shlex.split(c["command"])
+
+
+def test_a_plan_command_block_says_why_its_schedule_lengthens(shell: Shell) -> None:
+    """gpt-oss-120b is a mixture of experts: its vLLM per-batch chain lengthens with the batch
+    (a larger batch already reads most experts), and the plan's command block says so in a `#`
+    line above the commands, which runs nothing when pasted."""
+    from specsim.serving.plan import make_plan
+
+    plan = make_plan(hardware="h200", model="gpt-oss-120b", drafters=["eagle3-gpt-oss-120b"],
+                     engine="sglang", workload="chat", min_tokens_per_s_per_user=0, tps=(1,))
+    text = dict(command_lines(plan))["eagle3-gpt-oss-120b"]
+    first = text.splitlines()[0]
+    assert first.startswith("# the per-batch chain lengthens from batch ")
+    assert "mixture of experts" in first
+    commands = [line for line in text.splitlines() if not line.startswith("#")]
+    assert len(shell.paste(text)) == len(commands)

@@ -311,7 +311,10 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
         if d.no_commands:
             out.append((d.name, f"# no command: {one_line(d.no_commands)}"))
             continue
-        lines = []
+        # why the per-batch chain lengthens with the batch, where it does (recommend's first
+        # such note: the schedule's, or else the best chain's at the batch sizes it scored)
+        lines = [f"# {one_line(n)}" for n in d.recommendation.notes
+                 if n.startswith("the per-batch chain lengthens")][:1]
         for c in d.commands:
             if c.command is None:
                 lines.append(f"# {c.engine} {c.version}: {one_line(c.reason)}")

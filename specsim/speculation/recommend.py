@@ -301,7 +301,7 @@ def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
                f"batch, engines/{engine}.yaml) is at least the GPU's verification and "
                f"drafting ({gpu * 1e3:.2f} ms), and a longer chain spreads that fixed host "
                "time over more accepted tokens")
-    elif (tile := _tile_crossing(setup, grows[0][0], grows[0][1])) is not None:
+    elif (tile := _tile_crossing(setup, grows[0][0], grows[0][1], table)) is not None:
         shorter, tokens = tile
         why = (f"GEMM tile quantization, not a trend: at batch {at} a chain of {shorter} "
                f"already verifies more tokens than one {tokens}-token GEMM tile holds (the "
@@ -320,10 +320,13 @@ def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
         notes.append(note)
 
 
-def _tile_crossing(setup: Setup, before: Choice, after: Choice) -> tuple[int, int] | None:
+def _tile_crossing(setup: Setup, before: Choice, after: Choice, table: SpeedupTable
+                   ) -> tuple[int, int] | None:
     """(the shorter chain's nodes, the token tile it filled) where a chain lengthens from
-    `before` to `after` because the shorter chain's verification tokens cross a GEMM token
-    tile at `after`'s batch while the longer chain's fall in the same tile; None otherwise."""
+    `before` to `after` because of the GEMM token tiles: the shorter chain's verification
+    tokens cross a tile at `after`'s batch while the longer chain's fall in the same one, and
+    on the kernel model without its tiles (`_untiled`) the best chain does not lengthen
+    between the two batches (`table`'s candidates); None otherwise."""
     if setup.engine is None:
         return None
     gemm = engine_time.timing_hardware(setup.engine, setup.hardware).efficiency.gemm
@@ -332,9 +335,14 @@ def _tile_crossing(setup: Setup, before: Choice, after: Choice) -> tuple[int, in
     tiles = padded_tokens(np.array([before.batch * (before.nodes + 1.0),
                                     after.batch * (before.nodes + 1.0),
                                     after.batch * (after.nodes + 1.0)]), gemm.tile_rows)
-    if tiles[1] > tiles[0] and tiles[2] == tiles[1]:
-        return before.nodes, int(tiles[0])
-    return None
+    if not (tiles[1] > tiles[0] and tiles[2] == tiles[1]):
+        return None
+    untiled = speedup_table(_untiled(setup), np.array([float(before.batch), float(after.batch)]),
+                            table.candidates)
+    k_before, k_after = table.candidates.nodes[untiled.best("speedup", SCHEDULE_TOLERANCE)]
+    if k_after > k_before:
+        return None  # the chain lengthens without the tiles too: another reason
+    return before.nodes, int(tiles[0])
 
 
 def _extrapolation_notes(profile: AcceptanceProfile, choices: list[Choice],
