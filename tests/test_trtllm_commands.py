@@ -349,7 +349,8 @@ def test_recommend_prints_the_yaml_beside_the_command() -> None:
     (i,) = [i for i, line in enumerate(lines) if line.startswith("TensorRT-LLM ")]
     argv = lines[i].split(": ", 1)[1].split()
     name = argv[argv.index("--extra_llm_api_options") + 1]
-    assert lines[i + 1] == f"  {name} (the file the command reads, as it must be written):"
+    assert lines[i + 1] == (f"  {name} (the file the command reads, as it must be written, or "
+                            "pass --configs-out DIR):")
     body = []
     for line in lines[i + 2:]:
         if not line.startswith("    "):
@@ -452,3 +453,37 @@ def test_kernels_per_pass_as_counted_in_the_trtllm_source(model: str, weights: s
     from specsim.speculation.engine_time import model_kernels
 
     assert model_kernels(load_engine("trtllm"), load_model(model), weights) == kernels
+
+
+def test_recommend_writes_the_files_its_commands_read(tmp_path: Path) -> None:
+    """`recommend --configs-out DIR` writes TensorRT-LLM's extra-options YAML, byte for byte
+    the text it prints (and --json carries), into DIR, so `trtllm-serve ... --extra_llm_api_options
+    NAME` runs as printed from there. The same file again is not an overwrite; a different
+    one is refused without --force (one line, exit 2, the file kept), and a file given as the
+    folder is refused."""
+    import json
+
+    from tests.test_cli import run
+
+    args = ("recommend", "--hardware", "h100-sxm", "--drafter", "eagle3-llama-3.1-8b",
+            "--alpha", "0.8", "--batch", "1,8", "--engine", "trtllm")
+    out = tmp_path / "configs"
+    first = run(*args, "--configs-out", str(out), "--json")
+    assert first.returncode == 0, first.stderr
+    files = [f for c in json.loads(first.stdout)["commands"] for f in c["files"]]
+    assert files
+    for f in files:
+        assert (out / f["name"]).read_text() == f["text"]
+    assert run(*args, "--configs-out", str(out)).returncode == 0  # the same bytes again
+    path = out / files[0]["name"]
+    path.write_text("changed: true\n")
+    refused = run(*args, "--configs-out", str(out))
+    assert refused.returncode == 2 and "exists; pass --force" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert path.read_text() == "changed: true\n"
+    assert run(*args, "--configs-out", str(out), "--force").returncode == 0
+    assert path.read_text() == files[0]["text"]
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    bad = run(*args, "--configs-out", str(not_a_folder))
+    assert bad.returncode == 2 and "is a file; give a folder" in bad.stderr

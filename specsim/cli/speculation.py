@@ -185,7 +185,11 @@ def recommend(
     tree_out: Annotated[Path | None, typer.Option(
         help="Write the recommended trees as JSON (parent, depth, rank of every node, tau).")]
     = None,
-    force: Annotated[bool, typer.Option(help="Overwrite an existing --tree-out file.")] = False,
+    configs_out: Annotated[Path | None, typer.Option(
+        help="Write the files the engine commands read (TensorRT-LLM's extra-options YAML) "
+             "into this folder, so the commands run as printed from it.")] = None,
+    force: Annotated[bool, typer.Option(
+        help="Overwrite an existing --tree-out file or --configs-out file.")] = False,
     round_structure: Annotated[str, typer.Option(
         help="Round structures to compare with the single round: all (default), single (none), "
         "or one of multistage, overlap, adaptive-stop (refused where --engine does not run "
@@ -220,6 +224,10 @@ def recommend(
 
     if tree_out is not None:
         check_writable(tree_out, force=force)
+    if configs_out is not None and configs_out.exists() and not configs_out.is_dir():
+        from specsim.errors import SpecError
+
+        raise SpecError(f"{configs_out}: --configs-out is a file; give a folder")
     setup, profile = load_setup(
         hardware=hardware, model=model, drafter=drafter, alpha=alpha, workload=workload,
         ranks=str(ranks) if ranks else None, context=parse_context(context), tp=tp,
@@ -232,6 +240,7 @@ def recommend(
                         shape=shape, max_depth=max_depth, round_structures=structures,
                         structure_options=options)
     commands = engine_commands(rec, setup)
+    written = _write_configs(commands, configs_out, force=force) if configs_out else []
     rows = recommend_rows(rec, engine_cells(rec, setup.drafter))
     bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
               "depth": b.depth} for b in rec.bound] if rec.bound else None
@@ -256,7 +265,9 @@ def recommend(
                                     "argv": list(c.argv) if c.argv else None,
                                     "reason": c.reason,
                                     "batches": list(c.batches),
-                                    "files": [{"name": n, "text": t} for n, t in c.files]}
+                                    "files": [{"name": n, "text": t} for n, t in c.files],
+                                    "files_written": [str(configs_out / n) for n, _ in c.files]
+                                    if configs_out else []}
                                    for c in commands],
                       "vllm_speculative_config": vllm.speculative_config(rec, setup.drafter),
                       "serving_batch": serving.batch if serving else None,
@@ -283,7 +294,9 @@ def recommend(
         else:
             echo(f"{label}: {c.command}")
         for name, text in c.files:  # the files the command reads, indented beside it
-            echo(f"  {name} (the file the command reads, as it must be written):")
+            where = ("written to --configs-out; run the command from there" if configs_out
+                     else "as it must be written, or pass --configs-out DIR")
+            echo(f"  {name} (the file the command reads, {where}):")
             echo("\n".join(f"    {line}" for line in text.splitlines()))
     for note in rec.notes:
         echo(f"note: {note}")
@@ -298,6 +311,24 @@ def recommend(
             echo(line)
     if tree_out is not None:
         echo(f"wrote {tree_out}")
+    for path in written:
+        echo(f"wrote {path}")
+
+
+def _write_configs(commands: list[Any], folder: Path, *, force: bool) -> list[Path]:
+    """Write every file the commands read into `folder` (each checked first, none written if
+    one is refused: an existing different file without --force), and return their paths."""
+    from specsim.specs.outputs import atomic_write_bytes, check_writable, make_parent
+
+    files = {folder / name: text.encode("utf-8") for c in commands for name, text in c.files}
+    for path, data in files.items():
+        if path.is_file() and path.read_bytes() == data:
+            continue  # the same file again: nothing to overwrite
+        check_writable(path, force=force)
+    for path, data in files.items():
+        make_parent(path)
+        atomic_write_bytes(path, data)
+    return list(files)
 
 
 @acceptance_app.command("fit")
