@@ -170,6 +170,11 @@ class Node:
             raise SpecError("field 'node.network.latency_us' must be >= 0")
 
 
+def _same_rate(dtype: str) -> tuple[str, str]:
+    """The dtype and the one tensor cores run at the same rate (bf16 and fp16)."""
+    return dtype, {"bf16": "fp16", "fp16": "bf16"}.get(dtype, dtype)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hardware:
     """One GPU (or accelerator) as the roofline sees it. SI units throughout."""
@@ -210,7 +215,7 @@ class Hardware:
 
     def flops_per_s(self, dtype: str) -> float:
         """Dense peak flop/s for a compute dtype; falls back from bf16 to fp16 and vice versa."""
-        for candidate in (dtype, {"bf16": "fp16", "fp16": "bf16"}.get(dtype, dtype)):
+        for candidate in _same_rate(dtype):
             if candidate in self.peak_flops_per_s:
                 return self.peak_flops_per_s[candidate]
         have = ", ".join(self.peak_flops_per_s)
@@ -221,8 +226,9 @@ class Hardware:
         datasheet peak, or, where the profile has a measured max-achievable rate for the dtype
         and a kernel model (not the idealized GPU), that rate / fraction, so that compute-bound
         kernels run at the measured rate."""
-        if not self.efficiency.is_ideal:
-            for candidate in (dtype, {"bf16": "fp16", "fp16": "bf16"}.get(dtype, dtype)):
+        # (a measured rate first: most profiles have none, and op_cost asks for every op)
+        if self.achievable_flops_per_s and not self.efficiency.is_ideal:
+            for candidate in _same_rate(dtype):
                 if candidate in self.achievable_flops_per_s:
                     return self.achievable_flops_per_s[candidate] / fraction
         return self.flops_per_s(dtype)

@@ -259,14 +259,14 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
     contexts = np.atleast_1d(np.asarray(setup.context, dtype=np.float64))
     base_cost = pass_cost(t, hw, batch_mix_passes(1.0, b, contexts), tp=setup.tp,
                           precision=setup.precision, ep=setup.ep)
-    baseline = _kernel_s(setup, base_cost)
+    baseline = _kernel_s(setup, hw, base_cost)
     # Verification depends on (B, N) only: time each distinct N once, then gather.
     nodes, index = np.unique(candidates.nodes, return_inverse=True)
     cost = pass_cost(
         t, hw,
         batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
         tp=setup.tp, precision=setup.precision, ep=setup.ep)
-    verify = _kernel_s(setup, cost).reshape(b.size, nodes.size)[:, index.ravel()]
+    verify = _kernel_s(setup, hw, cost).reshape(b.size, nodes.size)[:, index.ravel()]
     slowdown = setup.hardware.efficiency.tree_attention_slowdown
     if slowdown != 1.0:  # tree masks fall off the fast causal attention kernels
         attention = sum(v for k, v in cost.by_op().items() if k.endswith("attention"))
@@ -356,13 +356,12 @@ def prefill_stall_s(setup: Setup, prompt_tokens: float, arrivals: ArrayLike) -> 
     return np.asarray(np.where(a > 0.0, np.minimum(a, 1.0) * per_pass, 0.0))
 
 
-def _kernel_s(setup: Setup, cost: PassCost) -> FloatArray:
-    """A pass's kernel seconds (`cost` on the setup's timing profile): the roofline, plus the
-    engine's kernel terms if it has one."""
+def _kernel_s(setup: Setup, hw: Hardware, cost: PassCost) -> FloatArray:
+    """A pass's kernel seconds (`cost` on `hw`, the setup's timing profile): the roofline,
+    plus the engine's kernel terms if it has one."""
     if setup.engine is None:
         return cost.time_s
-    return engine_time.engine_kernel_s(
-        setup.engine, engine_time.timing_hardware(setup.engine, setup.hardware), cost)
+    return engine_time.engine_kernel_s(setup.engine, hw, cost)
 
 
 def _round_time(setup: Setup, engine: Engine, batch: FloatArray, baseline: FloatArray,
