@@ -25,6 +25,7 @@ from specsim.serving.plan import DrafterPlan, Plan
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware
 from specsim.specs.outputs import OutputFolder, file_slug
+from specsim.speculation.recommend import LENGTHENS
 
 SECTIONS = (
     "Answer", "Forward-pass time T(n) and its knee", "Memory and maximum concurrency",
@@ -314,7 +315,7 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
         # why the per-batch chain lengthens with the batch, where it does (recommend's first
         # such note: the schedule's, or else the best chain's at the batch sizes it scored)
         lines = [f"# {one_line(n)}" for n in d.recommendation.notes
-                 if n.startswith("the per-batch chain lengthens")][:1]
+                 if n.startswith(LENGTHENS)][:1]
         for c in d.commands:
             if c.command is None:
                 lines.append(f"# {c.engine} {c.version}: {one_line(c.reason)}")

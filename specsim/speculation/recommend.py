@@ -273,6 +273,10 @@ def _best_runnable(drafter: Drafter | None, best_chain: list[Choice],
             for row in zip(*options, strict=True)]
 
 
+# How `_lengthening_note`'s notes start (a plan's command block shows the first of them).
+LENGTHENS = "the per-batch chain lengthens from batch"
+
+
 def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
                       table: SpeedupTable) -> None:
     """Say why, where the per-batch chain lengthens as the batch grows (a dense target at a
@@ -315,7 +319,7 @@ def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
         why = ("each step reads every request's KV cache, which a round reads once for all its "
                "drafted tokens; at this context that read grows with the batch, and longer "
                "drafts spread it over more tokens")
-    note = f"the per-batch chain lengthens from batch {at}: {why}"
+    note = f"{LENGTHENS} {at}: {why}"
     if note not in notes:
         notes.append(note)
 
