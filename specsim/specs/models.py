@@ -498,36 +498,27 @@ def _mla(f: Fields | None) -> MLA | None:
     )
 
 
+def _counts(f: Fields, *names: str) -> dict[str, int]:
+    """The named fields of a block, each a whole number >= 1."""
+    return {name: f.integer(name, minimum=1) for name in names}
+
+
 def _linear(f: Fields | None) -> LinearAttention | None:
     if f is None:
         return None
-    return LinearAttention(
-        num_key_heads=f.integer("num_key_heads", minimum=1),
-        num_value_heads=f.integer("num_value_heads", minimum=1),
-        key_head_dim=f.integer("key_head_dim", minimum=1),
-        value_head_dim=f.integer("value_head_dim", minimum=1),
-        conv_kernel_size=f.integer("conv_kernel_size", minimum=1),
-    )
+    return LinearAttention(**_counts(f, "num_key_heads", "num_value_heads", "key_head_dim",
+                                     "value_head_dim", "conv_kernel_size"))
 
 
 def _mamba(f: Fields | None) -> Mamba | None:
     if f is None:
         return None
-    return Mamba(
-        num_heads=f.integer("num_heads", minimum=1),
-        head_dim=f.integer("head_dim", minimum=1),
-        state_size=f.integer("state_size", minimum=1),
-        n_groups=f.integer("n_groups", minimum=1),
-        conv_kernel_size=f.integer("conv_kernel_size", minimum=1),
-    )
+    return Mamba(**_counts(f, "num_heads", "head_dim", "state_size", "n_groups",
+                           "conv_kernel_size"))
 
 
 def _dsa(f: Fields | None) -> SparseAttention | None:
     if f is None:
         return None
-    return SparseAttention(
-        index_n_heads=f.integer("index_n_heads", minimum=1),
-        index_head_dim=f.integer("index_head_dim", minimum=1),
-        index_topk=f.integer("index_topk", minimum=1),
-        indexer_layers=f.integer("indexer_layers", 0),
-    )
+    return SparseAttention(**_counts(f, "index_n_heads", "index_head_dim", "index_topk"),
+                           indexer_layers=f.integer("indexer_layers", 0))
