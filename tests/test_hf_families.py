@@ -128,7 +128,40 @@ def test_generic_moe(tmp_path: Path) -> None:
     assert model.moe.expert_intermediate_size == 1024
 
 
+def test_moe_key_variants_of_other_families(tmp_path: Path) -> None:
+    """ERNIE 4.5 names its experts moe_num_experts / moe_k / moe_num_shared_experts and places
+    them with moe_layer_start_index .. moe_layer_end_index (inclusive) every
+    moe_layer_interval-th layer ((i + 1) % interval == 0); Ling's num_shared_experts are each
+    as wide as a routed expert; Hunyuan gives top-k per layer. Hand count of the 8-layer
+    config below: layers 2..6 with (i + 1) % 1 == 0 are MoE (5), the other 3 dense."""
+    ernie = {**SMALL, "num_hidden_layers": 8, "moe_num_experts": 16, "moe_k": 4,
+             "moe_intermediate_size": 256, "moe_num_shared_experts": 2,
+             "moe_layer_start_index": 2, "moe_layer_end_index": 6, "moe_layer_interval": 1}
+    model = _model(ernie, tmp_path, "ernie")
+    assert model.moe is not None and model.num_moe_layers == 5 and model.moe.dense_layers == 3
+    assert (model.moe.num_experts, model.moe.experts_per_token) == (16, 4)
+    assert (model.moe.num_shared_experts, model.moe.shared_expert_intermediate_size) == (2, 256)
+    attention = 2 * 512 * 512 + 2 * 512 * 128 + 2 * 512
+    moe_layer = attention + 512 * 16 + (16 + 2) * 3 * 512 * 256
+    dense_layer = attention + 3 * 512 * 1024
+    assert total_params(model) == 2 * 1000 * 512 + 5 * moe_layer + 3 * dense_layer + 512
+    every_other = _model({**ernie, "moe_layer_interval": 2}, tmp_path, "every_other")
+    assert every_other.num_moe_layers == 2  # layers 3 and 5
+    hunyuan = _model({**SMALL, "num_experts": 8, "moe_topk": [2, 2, 2, 2],
+                      "num_shared_expert": [1, 1, 1, 1], "moe_intermediate_size": 256},
+                     tmp_path, "hunyuan")
+    assert hunyuan.moe is not None and hunyuan.moe.experts_per_token == 2
+    assert hunyuan.moe.num_shared_experts == 1
+
+
 @pytest.mark.parametrize("change, message", [
+    ({"moe_k": 4, "moe_intermediate_size": 256},
+     r"cannot model key 'moe_intermediate_size' \(an expert layout without a known "
+     r"expert-count key"),
+    ({"num_experts": 8, "moe_topk": [2, 2, 4, 2]},
+     r"cannot model key 'moe_topk' \(per-layer values that differ\)"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "moe_layer_end_index": -3},
+     r"key 'moe_layer_end_index' must be a layer index or -1"),
     ({"num_attention_heads": 7}, r"key 'head_dim' is missing and num_attention_heads = 7 "
                                  r"does not divide hidden_size = 512"),
     ({"num_key_value_heads": 0}, r"key 'num_key_value_heads' must be a positive integer"),

@@ -227,11 +227,16 @@ def _decoder(k: _Keys) -> dict[str, Any]:
     """The generic decoder: dense MLP, or a mixture of experts from the usual keys."""
     if k.has("kv_lora_rank"):
         return _deepseek(k)
-    experts_key = next((key for key in ("num_local_experts", "num_experts", "n_routed_experts")
-                        if k.int(key, 0) > 0), None)
+    experts_key = next((key for key in _EXPERT_COUNT_KEYS if k.int(key, 0) > 0), None)
     out: dict[str, Any] = {}
     if experts_key is not None:
         out["moe"] = _moe_block(k, experts_key)
+    else:
+        unread = sorted(key for key in k.config if key in _MOE_ONLY_KEYS
+                        and k.config[key] not in (None, 0, [], False))
+        if unread:  # an MoE config whose expert count this path does not know: not dense
+            raise k.cannot(unread[0], "an expert layout without a known expert-count key "
+                           f"({', '.join(_EXPERT_COUNT_KEYS)})")
     if k.int("num_nextn_predict_layers", 0):
         out["mtp_layers"] = k.int("num_nextn_predict_layers")
     return out
@@ -246,6 +251,8 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
     dense)."""
     layers = k.int("num_hidden_layers", minimum=1)
     first = k.int("first_k_dense_replace", 0)
+    if k.has("moe_layer_start_index"):  # ERNIE 4.5: experts from this layer on
+        first = max(first, k.int("moe_layer_start_index"))
     freq = k.get("moe_layer_freq", 1)
     if isinstance(freq, list):
         if len(freq) != layers or not all(isinstance(v, int) and v in (0, 1) for v in freq):
@@ -268,22 +275,62 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
                                               for i in dense):
         raise SpecError(f"{k.where}: key 'mlp_only_layers' must list layer indices "
                         f"in 0..{layers - 1}")
-    return [flag and (i + 1) % sparse == 0 and i not in dense for i, flag in enumerate(flags)]
+    # ERNIE 4.5: experts up to moe_layer_end_index (inclusive; -1: the last layer), on layers
+    # with (i + 1) % moe_layer_interval == 0 (Ernie4_5_MoeDecoderLayer)
+    last = k.get("moe_layer_end_index", -1)
+    if isinstance(last, bool) or not isinstance(last, int) or last < -1:
+        raise SpecError(f"{k.where}: key 'moe_layer_end_index' must be a layer index or -1, "
+                        f"got {last!r}")
+    last = layers - 1 if last == -1 else last
+    interval = k.int("moe_layer_interval", 1, minimum=1)
+    return [flag and (i + 1) % sparse == 0 and i not in dense and i <= last
+            and (i + 1) % interval == 0 for i, flag in enumerate(flags)]
+
+
+# Keys a generic MoE config names its routed-expert count, top-k and shared-expert count by
+# (transformers config classes: Mixtral / Qwen MoE / DeepSeek; ERNIE 4.5 `moe_num_experts`,
+# `moe_k`, `moe_num_shared_experts`; Ling (Bailing MoE) `num_shared_experts`; Hunyuan-A13B
+# `moe_topk` and `num_shared_expert`, per layer as lists).
+_EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "moe_k", "moe_topk", "moe_top_k")
+_SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
+                      "num_shared_expert")
+# Keys only an MoE config has: with none of _EXPERT_COUNT_KEYS set, the generic path would
+# read the model as dense and miss its experts, so it refuses instead.
+_MOE_ONLY_KEYS = frozenset({*_TOP_K_KEYS, "moe_intermediate_size", "zero_expert_num",
+                            "n_group", "topk_group", "expert_ffn_hidden_size", "moe_layers_enum",
+                            "share_expert_dim", "num_experts_per_token"})
+
+
+def _uniform_int(k: _Keys, key: str, *, minimum: int = 1) -> int:
+    """An integer key, or a per-layer list of one value (Hunyuan-A13B's `moe_topk`); a list
+    whose values differ is refused, since the spec holds one value for every MoE layer."""
+    value = k.get(key)
+    if isinstance(value, list):
+        if not value or any(v != value[0] for v in value):
+            raise k.cannot(key, "per-layer values that differ")
+        return _Keys({key: value[0]}, k.where, k.arch, {}).int(key, minimum=minimum)
+    return k.int(key, minimum=minimum)
 
 
 def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
     size_key = "moe_intermediate_size" if k.has("moe_intermediate_size") else "intermediate_size"
+    top_k = next((key for key in _TOP_K_KEYS if k.has(key)), _TOP_K_KEYS[0])
     moe: dict[str, Any] = {
         "num_experts": k.int(experts_key, minimum=1),
-        "experts_per_token": k.int("num_experts_per_tok", minimum=1),
-        "expert_intermediate_size": k.int(size_key, minimum=1),
+        "experts_per_token": _uniform_int(k, top_k),
+        "expert_intermediate_size": _uniform_int(k, size_key),
     }
     shared = k.int("shared_expert_intermediate_size", 0)
-    n_shared = k.int("n_shared_experts", 0)
+    n_key = next((key for key in _SHARED_COUNT_KEYS if k.has(key)), None)
+    n_shared = _uniform_int(k, n_key, minimum=0) if n_key else 0
     if shared:
         moe.update(num_shared_experts=1, shared_expert_intermediate_size=shared)
     elif n_shared:
-        moe.update(num_shared_experts=n_shared, shared_expert_intermediate_size=k.int(size_key))
+        # each shared expert as wide as a routed one unless the config sizes them (Ling 2.0)
+        width = k.int("moe_shared_expert_intermediate_size", moe["expert_intermediate_size"],
+                      minimum=1)
+        moe.update(num_shared_experts=n_shared, shared_expert_intermediate_size=width)
     flags = _moe_layer_flags(k)
     dense = len(flags) - sum(flags)
     if dense:  # only the count matters to the costs (see specs.models.MoE)
