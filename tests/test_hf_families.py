@@ -154,6 +154,24 @@ def test_moe_key_variants_of_other_families(tmp_path: Path) -> None:
     assert hunyuan.moe.num_shared_experts == 1
 
 
+def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
+    """Grok-2's shapes as listed in https://huggingface.co/xai-org/grok-2/discussions/24 (64
+    layers of hidden 8192, 64 query and 8 KV heads of 128, a shared FFN of 32,768 beside 8
+    experts of 16,384, top 2, vocabulary 131,072, untied): 269.5B total, 115.0B active there.
+    `residual_moe` (SGLang's and sgl-jax's Grok1DecoderLayer: a Grok1MLP of intermediate_size
+    added to the MoE output) is one expert every token runs; without it 218B."""
+    grok2 = {"architectures": ["Grok1ForCausalLM"], "hidden_size": 8192,
+             "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8,
+             "head_dim": 128, "intermediate_size": 32768, "moe_intermediate_size": 16384,
+             "num_local_experts": 8, "num_experts_per_tok": 2, "residual_moe": True,
+             "vocab_size": 131072, "tie_word_embeddings": False}
+    model = _model(grok2, tmp_path, "grok2")
+    assert model.moe is not None and model.moe.num_shared_experts == 1
+    assert model.moe.shared_expert_intermediate_size == 32768
+    assert total_params(model) == pytest.approx(269.5e9, rel=0.01)
+    assert active_params(model) == pytest.approx(115.0e9, rel=0.01)
+
+
 @pytest.mark.parametrize("change, message", [
     ({"moe_k": 4, "moe_intermediate_size": 256},
      r"cannot model key 'moe_intermediate_size' \(an expert layout without a known "

@@ -331,6 +331,13 @@ def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
         width = k.int("moe_shared_expert_intermediate_size", moe["expert_intermediate_size"],
                       minimum=1)
         moe.update(num_shared_experts=n_shared, shared_expert_intermediate_size=width)
+    if k.bool("residual_moe", False):
+        # Grok-2 (Grok1ForCausalLM with residual_moe): a dense MLP of intermediate_size runs
+        # beside the routed experts on every token, i.e. one always-on expert of that width
+        if "num_shared_experts" in moe:
+            raise k.cannot("residual_moe", "a residual MLP beside shared experts")
+        moe.update(num_shared_experts=1,
+                   shared_expert_intermediate_size=k.int("intermediate_size", minimum=1))
     flags = _moe_layer_flags(k)
     dense = len(flags) - sum(flags)
     if dense:  # only the count matters to the costs (see specs.models.MoE)
