@@ -154,6 +154,32 @@ def test_moe_key_variants_of_other_families(tmp_path: Path) -> None:
     assert hunyuan.moe.num_shared_experts == 1
 
 
+def test_low_rank_query_listed_moe_layers_and_leading_dense_layers(tmp_path: Path) -> None:
+    """Hand counts on SMALL (hidden 512, 8 heads of 64, 2 KV heads, 4 layers): a low-rank query
+    of rank 128 (Step-3's share_q_dim) is 512 x 128 + a norm of 128 + 128 x 512 instead of
+    512 x 512; `moe_layers_enum` lists the MoE layers; Trinity's `num_dense_layers` keeps
+    the first layers dense; Apertus's MLP has two matrices, not three."""
+    full = _model(SMALL, tmp_path, "full")
+    low = _model({**SMALL, "share_q_dim": 128}, tmp_path, "low")
+    assert low.q_lora_rank == 128
+    assert total_params(full) - total_params(low) == 4 * (512 * 512 - (512 * 128 + 128
+                                                                        + 128 * 512))
+    moe = {**SMALL, "moe_num_experts": 4, "moe_top_k": 2, "moe_intermediate_size": 256}
+    listed = _model({**moe, "moe_layers_enum": "1,2"}, tmp_path, "listed")
+    assert listed.num_moe_layers == 2 and listed.moe is not None
+    assert listed.moe.experts_per_token == 2
+    shared = _model({**moe, "share_expert_dim": 384}, tmp_path, "shared")
+    assert shared.moe is not None and shared.moe.num_shared_experts == 1
+    assert shared.moe.shared_expert_intermediate_size == 384
+    trinity = _model({**SMALL, "num_experts": 4, "num_experts_per_tok": 2,
+                      "moe_intermediate_size": 256, "num_dense_layers": 3}, tmp_path, "t")
+    assert trinity.num_moe_layers == 1
+    apertus = _model({**SMALL, "architectures": ["ApertusForCausalLM"], "qk_norm": True},
+                     tmp_path, "apertus")
+    assert not apertus.gated_mlp and apertus.qk_norm
+    assert total_params(full) - total_params(apertus) == 4 * (512 * 1024 - 2 * 64)
+
+
 def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
     """Grok-2's shapes as listed in https://huggingface.co/xai-org/grok-2/discussions/24 (64
     layers of hidden 8192, 64 query and 8 KV heads of 128, a shared FFN of 32,768 beside 8
@@ -178,6 +204,10 @@ def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
      r"expert-count key"),
     ({"num_experts": 8, "moe_topk": [2, 2, 4, 2]},
      r"cannot model key 'moe_topk' \(per-layer values that differ\)"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "moe_layers_enum": "1,9"},
+     r"key 'moe_layers_enum' must list layer indices in 0..3"),
+    ({"num_experts": 8, "num_experts_per_tok": 2, "moe_layers_enum": "a,b"},
+     r"key 'moe_layers_enum' must list layer indices"),
     ({"num_experts": 8, "num_experts_per_tok": 2, "moe_layer_end_index": -3},
      r"key 'moe_layer_end_index' must be a layer index or -1"),
     ({"num_attention_heads": 7}, r"key 'head_dim' is missing and num_attention_heads = 7 "

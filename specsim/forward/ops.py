@@ -166,10 +166,15 @@ def _attention_projections(b: _Builder, layers: int) -> None:
     q_out = m.q_heads_dim * (2 if m.attention_output_gate else 1) / tp
     counts = m.layer_counts
     sliding = counts["sliding_attention"] if m.sliding_num_kv_heads else 0
+    # a low-rank query (Step-3) projects to q_lora_rank beside K and V, replicated as vLLM's
+    # step3_text does, then up to this GPU's heads
+    first_q = m.q_lora_rank or q_out
     for name, kind, n in (("qkv_proj", "full_attention", layers - sliding),
                           ("qkv_proj_sliding", "sliding_attention", sliding)):
         kv_out = kv_heads_per_gpu(m.kv_heads_of(kind), tp) * (m.head_dim + m.value_head_dim)
-        b.gemm(name, n, m.hidden_size, q_out + kv_out)
+        b.gemm(name, n, m.hidden_size, first_q + kv_out)
+    if m.q_lora_rank:
+        b.gemm("q_up_proj", layers, m.q_lora_rank, q_out)
     b.gemm("o_proj", layers, m.num_attention_heads * m.value_head_dim / tp, m.hidden_size)
 
 

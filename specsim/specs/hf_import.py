@@ -90,6 +90,7 @@ class _Family:
     sliding_pattern: int = 0
     alternating: bool = False
     required: tuple[str, ...] = ()
+    gated_mlp: bool = True  # False: up -> activation -> down, no gate (Apertus)
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -147,7 +148,8 @@ def import_config(config: Config, *, name: str, source: str, where: str = "confi
 def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
     hidden = k.int("hidden_size", minimum=1)
     heads = k.int("num_attention_heads", minimum=1)
-    kv_heads = k.int("num_key_value_heads", heads, minimum=1)
+    # Step-3 calls its KV heads attention groups
+    kv_heads = k.int("num_key_value_heads", k.get("num_attention_groups", heads), minimum=1)
     if not k.has("head_dim") and hidden % heads:
         raise SpecError(f"{k.where}: key 'head_dim' is missing and num_attention_heads = {heads} "
                         f"does not divide hidden_size = {hidden}")
@@ -168,8 +170,12 @@ def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
         "tie_word_embeddings": k.bool("tie_word_embeddings", tie_default),
         "weight_dtype": _weight_dtype(k.config),
         **({"qkv_bias": True} if fam.qkv_bias or k.bool("attention_bias", False) else {}),
-        **({"qk_norm": True} if fam.qk_norm or k.bool("use_qk_norm", False)
+        **({"qk_norm": True} if fam.qk_norm or (k.bool("use_qk_norm", False)
+                                                 or k.get("qk_norm") is True)
            and k.arch not in _WEIGHTLESS_QK_NORM else {}),
+        **({} if fam.gated_mlp else {"gated_mlp": False}),
+        # Step-3's low-rank query (share_q_dim): hidden -> share_q_dim -> the heads
+        **({"q_lora_rank": k.int("share_q_dim", minimum=1)} if k.has("share_q_dim") else {}),
         **_layers(k, fam),
     }
 
@@ -253,6 +259,7 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
     first = k.int("first_k_dense_replace", 0)
     if k.has("moe_layer_start_index"):  # ERNIE 4.5: experts from this layer on
         first = max(first, k.int("moe_layer_start_index"))
+    first = max(first, k.int("num_dense_layers", 0))  # Trinity (Afmoe): the first layers dense
     freq = k.get("moe_layer_freq", 1)
     if isinstance(freq, list):
         if len(freq) != layers or not all(isinstance(v, int) and v in (0, 1) for v in freq):
@@ -262,6 +269,9 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
     else:
         step = k.int("moe_layer_freq", 1, minimum=1)
         flags = [i >= first and i % step == 0 for i in range(layers)]
+    listed = _listed_moe_layers(k, layers)  # Step-3: the MoE layers by index
+    if listed is not None:
+        flags = [f and i in listed for i, f in enumerate(flags)]
     mlp_types = k.get("mlp_layer_types")  # GLM-5.2: 'dense' or 'sparse' per layer
     if mlp_types is not None:
         if not isinstance(mlp_types, list) or len(mlp_types) != layers or \
@@ -313,6 +323,23 @@ def _uniform_int(k: _Keys, key: str, *, minimum: int = 1) -> int:
     return k.int(key, minimum=minimum)
 
 
+def _listed_moe_layers(k: _Keys, layers: int) -> set[int] | None:
+    """Step-3's `moe_layers_enum`: the indices of the layers with experts, as a comma-separated
+    string (or a list); None where the config has none."""
+    value = k.get("moe_layers_enum")
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        indices = {int(str(i).strip()) for i in items} if isinstance(items, list) else None
+    except ValueError:
+        indices = None
+    if not indices or not all(0 <= i < layers for i in indices):
+        raise SpecError(f"{k.where}: key 'moe_layers_enum' must list layer indices in "
+                        f"0..{layers - 1} (e.g. \"4,5,6\")")
+    return indices
+
+
 def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
     size_key = "moe_intermediate_size" if k.has("moe_intermediate_size") else "intermediate_size"
     top_k = next((key for key in _TOP_K_KEYS if k.has(key)), _TOP_K_KEYS[0])
@@ -321,7 +348,8 @@ def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
         "experts_per_token": _uniform_int(k, top_k),
         "expert_intermediate_size": _uniform_int(k, size_key),
     }
-    shared = k.int("shared_expert_intermediate_size", 0)
+    # one shared expert of this width (Qwen2-MoE; Step-3 calls it share_expert_dim)
+    shared = k.int("shared_expert_intermediate_size", 0) or k.int("share_expert_dim", 0)
     n_key = next((key for key in _SHARED_COUNT_KEYS if k.has(key)), None)
     n_shared = _uniform_int(k, n_key, minimum=0) if n_key else 0
     if shared:
@@ -611,6 +639,8 @@ _FAMILIES: dict[str, _Family] = {
     "NemotronHForCausalLM": _Family(builder=_nemotron_h, derived=_nemotron_defaults),
     "MiMoV2FlashForCausalLM": _Family(builder=_mimo_v2),
     "GptOssForCausalLM": _Family(builder=_gpt_oss),
+    # Apertus: up_proj -> xIELU -> down_proj, no gate (vLLM / SGLang apertus.py)
+    "ApertusForCausalLM": _Family(gated_mlp=False),
 }
 
 

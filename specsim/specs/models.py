@@ -181,6 +181,9 @@ class Model:
     sliding_window: int = 0
     v_head_dim: int = 0  # width of a value head; 0 = head_dim (MiMo-V2-Flash: 128 of 192)
     sliding_num_kv_heads: int = 0  # KV heads of sliding layers; 0 = num_kv_heads (MiMo: 8 of 4)
+    # low-rank query of softmax attention (Step-3's share_q_dim): hidden -> q_lora_rank, a norm,
+    # then up to the heads; 0 = one full-rank query projection (MLA keeps its own in `mla`)
+    q_lora_rank: int = 0
     moe: MoE | None = None
     mla: MLA | None = None
     linear_attention: LinearAttention | None = None
@@ -222,6 +225,9 @@ class Model:
             raise SpecError("field 'linear_attention' is missing but layer_types has linear layers")
         if "mamba" in self.layer_types and self.mamba is None:
             raise SpecError("field 'mamba' is missing but layer_types has mamba layers")
+        if self.q_lora_rank and self.mla is not None:
+            raise SpecError("field 'q_lora_rank' is for softmax attention; MLA gives its own "
+                            "in 'mla.q_lora_rank'")
         if self.dsa is not None and self.mla is None:
             raise SpecError("field 'dsa' (sparse attention) needs the 'mla' block it selects for")
         if self.dsa is not None and self.dsa.indexer_layers > self.num_attention_layers:
@@ -433,6 +439,7 @@ def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
         sliding_window=f.integer("sliding_window", 0),
         v_head_dim=f.integer("v_head_dim", 0),
         sliding_num_kv_heads=f.integer("sliding_num_kv_heads", 0),
+        q_lora_rank=f.integer("q_lora_rank", 0),
         moe=_moe(f.sub("moe", required=False)),
         mla=_mla(f.sub("mla", required=False)),
         linear_attention=_linear(f.sub("linear_attention", required=False)),

@@ -30,7 +30,9 @@ def attention_params(model: Model, kind: str = "full_attention") -> float:
     q_out = model.q_heads_dim * (2 if model.attention_output_gate else 1)
     kv_out = model.kv_heads_of(kind) * (model.head_dim + model.value_head_dim)
     o_in = h * model.value_head_dim
-    weights = d * (q_out + kv_out) + o_in * d
+    r = model.q_lora_rank  # low-rank query: hidden -> r, its norm, r -> heads
+    q = d * r + r + r * q_out if r else d * q_out
+    weights = q + d * kv_out + o_in * d
     biases = (model.q_heads_dim + kv_out) * model.qkv_bias + d * model.attention_output_bias
     norms = 2 * model.head_dim * model.qk_norm
     return float(weights + biases + norms + h * model.attention_sinks)
