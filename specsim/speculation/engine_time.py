@@ -88,6 +88,9 @@ def quantized_gemms(model: Model, weight_dtype: str = "") -> float:
 # The two fused add+RMSNorm kernels a decoder layer's `kernels_per_layer` holds (before its
 # attention and before its MLP); a hybrid block with one mixer and no MLP (Nemotron-H) runs one.
 NORM_KERNELS = 2
+# A low-rank query (Step-3) adds a norm and the up-projection GEMM after the replicated
+# q/k/v projection (sglang-0.5.23 srt/models/step3_vl.py Step3TextAttention: inter_norm, wq).
+LOW_RANK_QUERY_KERNELS = 2
 
 
 def model_kernels(engine: Engine, model: Model, weight_dtype: str = "") -> float:
@@ -113,6 +116,7 @@ def model_kernels(engine: Engine, model: Model, weight_dtype: str = "") -> float
             + shared * engine.shared_expert_kernels_per_layer
             + (attention if model.mla is not None else 0) * engine.mla_extra_kernels_per_layer
             + (attention if model.qk_norm else 0) * engine.qk_norm_kernels_per_layer
+            + (attention if model.q_lora_rank else 0) * LOW_RANK_QUERY_KERNELS
             + engine.kernels_per_pass + quant)
 
 
