@@ -180,6 +180,19 @@ def test_low_rank_query_listed_moe_layers_and_leading_dense_layers(tmp_path: Pat
     assert total_params(full) - total_params(apertus) == 4 * (512 * 1024 - 2 * 64)
 
 
+def test_longcat_flash_layers_and_identity_experts(tmp_path: Path) -> None:
+    """LongCat-Flash: 28 layers of two MLA blocks and two dense FFNs each, one MoE per layer;
+    12 of 768 routed slots, 256 of them identity experts with no weights: 8 real experts a
+    token. An expert split that does not give whole experts is refused on its key."""
+    model = _model(_config("longcat-flash-chat"), tmp_path, "longcat")
+    assert model.num_layers == 56 and model.num_moe_layers == 28 and model.mla is not None
+    assert model.moe is not None and model.moe.experts_per_token == 8
+    assert model.moe.num_experts == 512 and model.moe.shared_expert_intermediate_size == 12288
+    odd = {**_config("longcat-flash-chat"), "zero_expert_num": 100}
+    with pytest.raises(SpecError, match=r"cannot model key 'zero_expert_num'"):
+        import_config(odd, name="x", source="s", where="cfg.json")
+
+
 def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
     """Grok-2's shapes as listed in https://huggingface.co/xai-org/grok-2/discussions/24 (64
     layers of hidden 8192, 64 query and 8 KV heads of 128, a shared FFN of 32,768 beside 8

@@ -373,21 +373,64 @@ def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
     return moe
 
 
-def _deepseek(k: _Keys) -> dict[str, Any]:
-    q_lora = k.get("q_lora_rank") or 0
+def _mla_block(k: _Keys) -> dict[str, Any]:
     return {
-        "mla": {
-            "q_lora_rank": int(q_lora),
-            "kv_lora_rank": k.int("kv_lora_rank", minimum=1),
-            "qk_nope_head_dim": k.int("qk_nope_head_dim", minimum=1),
-            "qk_rope_head_dim": k.int("qk_rope_head_dim", minimum=1),
-            "v_head_dim": k.int("v_head_dim", minimum=1),
-        },
+        "q_lora_rank": int(k.get("q_lora_rank") or 0),
+        "kv_lora_rank": k.int("kv_lora_rank", minimum=1),
+        "qk_nope_head_dim": k.int("qk_nope_head_dim", minimum=1),
+        "qk_rope_head_dim": k.int("qk_rope_head_dim", minimum=1),
+        "v_head_dim": k.int("v_head_dim", minimum=1),
+    }
+
+
+def _deepseek(k: _Keys) -> dict[str, Any]:
+    return {
+        "mla": _mla_block(k),
         "moe": {**_moe_block(k, "n_routed_experts"),
                 "num_shared_experts": k.int("n_shared_experts", 0),
                 "shared_expert_intermediate_size": k.int("moe_intermediate_size")},
         "mtp_layers": k.int("num_nextn_predict_layers", 0),
         **_sparse_attention(k),
+    }
+
+
+def _longcat_defaults(config: Config) -> dict[str, Any]:
+    """LongCat-Flash counts `num_layers` layers of two attention blocks each and has no
+    num_hidden_layers; its dense FFN width is ffn_hidden_size; MLA has no KV-head groups."""
+    layers = config.get("num_layers")
+    out: dict[str, Any] = {"intermediate_size": config.get("ffn_hidden_size"),
+                           "num_key_value_heads": config.get("num_attention_heads")}
+    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
+        out["num_hidden_layers"] = 2 * layers
+    return out
+
+
+def _longcat(k: _Keys) -> dict[str, Any]:
+    """LongCat-Flash (LongcatFlashForCausalLM, its modeling_longcat_flash.py): each of its
+    `num_layers` layers runs two MLA attention blocks, each followed by a dense FFN of
+    ffn_hidden_size, and one MoE beside the first (shortcut-connected MoE) whose top
+    `moe_topk` pick among `n_routed_experts` experts and `zero_expert_num` identity experts
+    that hold no weights. As a spec: 2 x num_layers attention layers, the first of each pair
+    with an MoE whose one always-on expert is its dense FFN; routing uniform over real and
+    identity experts, a token reaches moe_topk x routed / (routed + identity) real experts
+    (8 of 12 for LongCat-Flash, its ~27B average active parameters)."""
+    if k.get("zero_expert_type", "identity") != "identity":
+        raise k.cannot("zero_expert_type", "zero experts other than the identity")
+    layers = k.int("num_layers", minimum=1)
+    routed = k.int("n_routed_experts", minimum=1)
+    zero = k.int("zero_expert_num", 0)
+    top = k.int("moe_topk", minimum=1)
+    reached = top * routed / (routed + zero)
+    if reached != int(reached) or reached < 1:
+        raise k.cannot("zero_expert_num", f"{top} x {routed} / ({routed} + {zero}) = "
+                       f"{reached:g} real experts a token, not a whole number")
+    return {
+        "mla": _mla_block(k),
+        "moe": {"num_experts": routed, "experts_per_token": int(reached),
+                "expert_intermediate_size": k.int("expert_ffn_hidden_size", minimum=1),
+                "num_shared_experts": 1,
+                "shared_expert_intermediate_size": k.int("ffn_hidden_size", minimum=1)},
+        "mlp_types": ["moe", "dense"] * layers,
     }
 
 
@@ -639,6 +682,7 @@ _FAMILIES: dict[str, _Family] = {
     "NemotronHForCausalLM": _Family(builder=_nemotron_h, derived=_nemotron_defaults),
     "MiMoV2FlashForCausalLM": _Family(builder=_mimo_v2),
     "GptOssForCausalLM": _Family(builder=_gpt_oss),
+    "LongcatFlashForCausalLM": _Family(builder=_longcat, derived=_longcat_defaults),
     # Apertus: up_proj -> xIELU -> down_proj, no gate (vLLM / SGLang apertus.py)
     "ApertusForCausalLM": _Family(gated_mlp=False),
 }
