@@ -33,6 +33,7 @@ _UNMODELLED_KEYS = {
     "cross_attention_layers": "cross-attention layers",
     "altup_num_inputs": "AltUp per-layer inputs (Gemma 3n)",
     "dual_chunk_attention_config": "dual-chunk attention",
+    "linear_attn_config": "Kimi Delta Attention (linear attention) layers",
 }
 
 
