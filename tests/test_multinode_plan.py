@@ -16,11 +16,14 @@ Hand numbers (hardware/h100-sxm.yaml: 50e9 bytes/s per GPU over its ConnectX-7, 
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from specsim.engines import adapter
 from specsim.engines.base import EngineCommand
@@ -125,10 +128,36 @@ def test_sglang_per_node_commands_count_the_replica() -> None:
                                              f"{HEAD_ADDRESS}:25000")]
 
 
-def test_an_engine_without_parallel_flags_refuses() -> None:
+def test_trtllm_runs_one_mpi_world_over_the_nodes() -> None:
+    """TensorRT-LLM (engines/trtllm.yaml speculative.parallel, after trtllm-serve.rst's
+    multi-node example): --tp_size is the whole replica, --ep_size the experts (replacing the
+    one-replica command's), and two nodes are one command started once under mpirun with 16
+    ranks over HEAD_IP:8,NODE1_IP:8 through trtllm-llmapi-launch; the cap stays last."""
     trtllm = adapter("trtllm")
     cap = ("--max_batch_size", "8")
-    got = parallel_commands(trtllm, _command("trtllm", ("trtllm-serve", "m", *cap)), tp=16,
+    base = ("trtllm-serve", "m", "--tp_size", "8", "--ep_size", "8",
+            "--extra_llm_api_options", "f.yaml", *cap)
+    got = parallel_commands(trtllm, _command("trtllm", base), tp=16, ep=16, gpus_per_node=8,
+                            tail=cap)
+    assert [c.argv for c in got] == [(
+        "mpirun", "-np", "16", "-H", f"{HEAD_ADDRESS}:8,NODE1_IP:8", "trtllm-llmapi-launch",
+        "trtllm-serve", "m", "--tp_size", "16", "--ep_size", "16",
+        "--extra_llm_api_options", "f.yaml", *cap)]
+    # TP 8 groups beside 16 expert GPUs: its attention data parallelism runs at TP 1 only
+    refused = parallel_commands(trtllm, _command("trtllm", base), tp=8, ep=16,
+                                gpus_per_node=8, tail=cap)
+    assert len(refused) == 1 and not refused[0].argv
+    assert "attention data-parallel at TP 1 only" in refused[0].reason
+
+
+def test_an_engine_without_parallel_flags_refuses(tmp_path: Path) -> None:
+    trtllm = adapter("trtllm")
+    spec = yaml.safe_load(Path(trtllm.args.path).read_text())
+    del spec["speculative"]["parallel"]
+    (tmp_path / "trtllm.yaml").write_text(yaml.safe_dump(spec))
+    bare = dataclasses.replace(trtllm, spec_path=tmp_path / "trtllm.yaml")
+    cap = ("--max_batch_size", "8")
+    got = parallel_commands(bare, _command("trtllm", ("trtllm-serve", "m", *cap)), tp=16,
                             ep=1, gpus_per_node=8, tail=cap)
     assert len(got) == 1 and not got[0].argv and "speculative.parallel" in got[0].reason
 
@@ -153,10 +182,12 @@ def test_a_model_that_fits_no_node_is_planned_over_nodes(deepseek_plan) -> None:
     ranks = [c.argv[c.argv.index("--node-rank") + 1] for c in plan.answer_commands
              if c.engine == "vllm"]
     assert ranks == [str(r) for r in range(s.unit_gpus // 8)]
-    # TensorRT-LLM records no multi-node launch: no command, and a note that says why
-    assert all(c.argv for c in plan.answer_commands)
+    # TensorRT-LLM runs attention data-parallel at TP 1 only: no command for TP 8 groups beside
+    # 32 expert GPUs, and a note that says why (a TP 16 replica gets one mpirun command)
+    assert (s.tp, s.ep) == (8, 32) and all(c.argv for c in plan.answer_commands)
     assert not any(c.engine == "trtllm" for c in plan.answer_commands)
-    assert any(n.startswith(f"No command for {s.layout}: TensorRT-LLM") for n in plan.notes)
+    assert any(n.startswith(f"No command for {s.layout}: TensorRT-LLM") and
+               "attention data-parallel at TP 1 only" in n for n in plan.notes)
 
 
 def test_disaggregation_puts_both_pools_in_the_plan(deepseek_plan) -> None:  # type: ignore[no-untyped-def]

@@ -76,7 +76,7 @@ class Shell:
         self.root = root
         self.bin = root / "bin"
         self.bin.mkdir()
-        for name in ("vllm", "python", "trtllm-serve"):
+        for name in ("vllm", "python", "trtllm-serve", "mpirun"):
             stub = self.bin / name
             stub.write_text(STUB.format(bash=BASH, name=name))
             stub.chmod(0o755)
@@ -132,6 +132,8 @@ def _check_command(shell: Shell, c: EngineCommand, target: str, checkpoint: str,
         if "model" in config:
             assert config["model"] == checkpoint
     elif c.engine == "trtllm":
+        if argv[0] == "mpirun":  # a replica over nodes: one MPI world through the launcher
+            argv = argv[argv.index("trtllm-llmapi-launch") + 1:]
         assert argv[:2] == ["trtllm-serve", target]
         if not c.files:  # a plain server: no extra options
             assert not speculative

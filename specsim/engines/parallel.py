@@ -16,7 +16,11 @@ attention-DP rank gets the cap over their number), so a command carries the batc
 group it was computed for.
 
 Over several nodes every node runs the same command with its own rank, the first node's
-address given as the word HEAD_IP (the user's to replace).
+address given as the word HEAD_IP (the user's to replace). An engine that runs one MPI world
+over the nodes instead (TensorRT-LLM: `launcher`) gets one command, started once, whose
+launcher lists the nodes (HEAD_IP, NODE1_IP, ...) with their GPUs. An engine whose attention
+data parallelism runs attention at TP 1 only (`attention_dp_flag` absent) cannot run TP groups
+of several GPUs beside a wider expert group.
 """
 
 from __future__ import annotations
@@ -36,18 +40,22 @@ def nodes_of(tp: int, ep: int, gpus_per_node: int) -> int:
 
 
 def _layout_flags(rules: dict[str, Any], tp_flag: str, argv: list[str], tp: int,
-                  ep: int) -> list[str] | None:
-    """`argv` with the layout's TP, DP and EP flags (None: the engine cannot express it)."""
+                  ep: int, label: str) -> list[str] | str:
+    """`argv` with the layout's TP, DP and EP flags, or why the engine cannot express it."""
     gpus = max(tp, ep)
     if rules.get("tp_spans") == "replica":
         out = _with_value(argv, tp_flag, gpus)
         if ep > 1:
-            out += [str(rules["expert_parallel_flag"]), str(ep)]
+            out = _with_value(out, str(rules["expert_parallel_flag"]), ep)
         if ep > tp:
+            if "attention_dp_flag" not in rules:
+                return (f"{label} runs attention data-parallel at TP 1 only "
+                        f"({rules.get('attention_dp', 'no attention-DP flag')}): TP {tp} "
+                        f"groups beside {ep} expert GPUs are not a layout it runs")
             out += [str(rules["attention_dp_flag"]), str(ep // tp)]
         return out
     if ep > 1 and ep % tp:  # EP = TP x DP: a group of fewer experts than TP is not a layout
-        return None
+        return f"{label} spreads experts over TP x DP GPUs: EP {ep} is not a multiple of TP {tp}"
     out = list(argv)
     if ep > tp:
         out += [str(rules["data_parallel_flag"]), str(ep // tp)]
@@ -81,14 +89,19 @@ def parallel_commands(engine: EngineAdapter, command: EngineCommand, *, tp: int,
     if tuple(command.argv[len(command.argv) - cap:]) != tail:
         raise ValueError(f"{engine.slug} command does not end with its cap flags {tail}")
     head = list(command.argv[:len(command.argv) - cap])
-    flags = _layout_flags(rules, engine.args.tp_flag, head, tp, ep)
-    if flags is None:
-        return [engine.refuse(f"{engine.label} spreads experts over TP x DP GPUs: EP {ep} is "
-                              f"not a multiple of TP {tp}")]
+    flags = _layout_flags(rules, engine.args.tp_flag, head, tp, ep, engine.label)
+    if isinstance(flags, str):
+        return [engine.refuse(flags)]
     if rules.get("batch_cap_counts") == "replica" and ep > tp:  # the cap counts every group
         tail = (*tail[:-1], str(int(tail[-1]) * (ep // tp)))
     if nodes == 1:
         return [dataclasses.replace(command, argv=(*flags, *tail))]
+    if "launcher" in rules:  # one MPI world over the nodes, started once
+        hosts = ",".join(f"{HEAD_ADDRESS if n == 0 else f'NODE{n}_IP'}:{gpus_per_node}"
+                         for n in range(nodes))
+        launcher = [str(word).format(gpus=max(tp, ep), hosts=hosts)
+                    for word in rules["launcher"]]
+        return [dataclasses.replace(command, argv=(*launcher, *flags, *tail))]
     address = HEAD_ADDRESS + (f":{rules['address_port']}" if "address_port" in rules else "")
     out = []
     for rank in range(nodes):
