@@ -334,8 +334,11 @@ def file_comments(c: EngineCommand) -> list[str]:
     from specsim.specs.names import one_line
 
     lines = []
+    # a launch over several nodes (TensorRT-LLM's mpirun world) reads it on every node
+    where = ("copy it to the same folder on every node" if c.argv[:1] == ("mpirun",)
+             else "the command reads it")
     for name, text in c.files:
-        lines.append(f"# {one_line(name)} (written beside this report; the command reads it):")
+        lines.append(f"# {one_line(name)} (written beside this report; {where}):")
         lines += [f"#   {one_line(line)}" for line in text.splitlines()]
     return lines
 
