@@ -237,6 +237,9 @@ def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
     ({"num_local_experts": 8, "num_experts_per_tok": 2, "moe_layer_freq": [1, 0]},
      r"key 'moe_layer_freq' as a list must hold 4 flags of 0 or 1"),
     ({"ssm_cfg": {}}, r"cannot model key 'ssm_cfg'"),
+    ({"hidden_size_per_layer_input": 256}, r"cannot model key 'hidden_size_per_layer_input'"),
+    ({"attention_k_eq_v": True}, r"cannot model key 'attention_k_eq_v'"),
+    ({"head_dim": 64, "global_head_dim": 128}, r"cannot model key 'global_head_dim'"),
     ({"linear_attn_config": {"kda_layers": [1, 2, 3]}},
      r"cannot model key 'linear_attn_config' \(Kimi Delta Attention"),
 ])

@@ -35,6 +35,14 @@ _UNMODELLED_KEYS = {
     "dual_chunk_attention_config": "dual-chunk attention",
     "linear_attn_config": "Kimi Delta Attention (linear attention) layers",
 }
+# Keys a family's configs all carry, whose set value is a block the spec cannot express
+# (Gemma 4: transformers' Gemma4TextConfig).
+_UNMODELLED_WHEN_SET = {
+    "hidden_size_per_layer_input": "per-layer input embeddings (Gemma 4 E-models)",
+    "num_kv_shared_layers": "layers that reuse an earlier layer's KV cache",
+    "attention_k_eq_v": "keys used as values in global layers (Gemma 4)",
+    "enable_moe_block": "an MoE block beside the dense MLP (Gemma 4)",
+}
 
 
 class _Keys:
@@ -136,6 +144,12 @@ def import_config(config: Config, *, name: str, source: str, where: str = "confi
     for key, what in _UNMODELLED_KEYS.items():
         if k.has(key):
             raise k.cannot(key, what)
+    for key, what in _UNMODELLED_WHEN_SET.items():  # present in every config, set in some
+        if k.get(key) not in (None, False, 0, [], {}):
+            raise k.cannot(key, what)
+    if k.has("global_head_dim") and k.get("global_head_dim") != k.get("head_dim"):
+        raise k.cannot("global_head_dim", "global layers with heads of another size than the "
+                       "sliding ones (Gemma 4)")
     if any(word in arch.lower() for word in _UNMODELLED_NAMES):
         raise k.cannot("architectures", "recurrent / state-space layers")
     for key in fam.required:
