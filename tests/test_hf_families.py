@@ -191,6 +191,10 @@ def test_longcat_flash_layers_and_identity_experts(tmp_path: Path) -> None:
     odd = {**_config("longcat-flash-chat"), "zero_expert_num": 100}
     with pytest.raises(SpecError, match=r"cannot model key 'zero_expert_num'"):
         import_config(odd, name="x", source="s", where="cfg.json")
+    for bad in (True, "28", 0):  # the key of the file is named, not the one it stands for
+        with pytest.raises(SpecError, match=r"cfg.json: key 'num_layers' must be a positive"):
+            import_config({**_config("longcat-flash-chat"), "num_layers": bad}, name="x",
+                          source="s", where="cfg.json")
 
 
 def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
@@ -217,6 +221,12 @@ def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
      r"expert-count key"),
     ({"num_experts": 8, "moe_topk": [2, 2, 4, 2]},
      r"cannot model key 'moe_topk' \(per-layer values that differ\)"),
+    ({"num_key_value_heads": None, "num_attention_groups": 0},
+     r"key 'num_attention_groups' must be a positive integer"),
+    ({"moe_num_experts": 4, "moe_k": 2, "moe_layer_start_index": 9},
+     r"key 'moe_layer_start_index' = 9 is past the last of 4 layers"),
+    ({"num_experts": 8, "moe_topk": []}, r"key 'moe_topk' is an empty list"),
+    ({"qk_norm": "rms"}, r"key 'qk_norm' must be true or false"),
     ({"num_experts": 8, "num_experts_per_tok": 2, "moe_layers_enum": "1,9"},
      r"key 'moe_layers_enum' must list layer indices in 0..3"),
     ({"num_experts": 8, "num_experts_per_tok": 2, "moe_layers_enum": "a,b"},

@@ -35,6 +35,8 @@ _UNMODELLED_KEYS = {
     "dual_chunk_attention_config": "dual-chunk attention",
     "linear_attn_config": "Kimi Delta Attention (linear attention) layers",
 }
+# A family's derived defaults name a key of the config that is wrong under this entry.
+_BAD_DERIVED = "_bad_key"
 # Keys a family's configs all carry, whose set value is a block the spec cannot express
 # (Gemma 4: transformers' Gemma4TextConfig).
 _UNMODELLED_WHEN_SET = {
@@ -140,7 +142,11 @@ def import_config(config: Config, *, name: str, source: str, where: str = "confi
     arch = architecture_of(config, where)
     fam = _FAMILIES.get(arch, _Family())
     text = text_config(config)
-    k = _Keys(text, where, arch, {**fam.defaults, **(fam.derived(text) if fam.derived else {})})
+    derived = fam.derived(text) if fam.derived else {}
+    if _BAD_DERIVED in derived:
+        key, what, value = derived[_BAD_DERIVED]
+        raise SpecError(f"{where}: key '{key}' must be {what}, got {value!r}")
+    k = _Keys(text, where, arch, {**fam.defaults, **derived})
     for key, what in _UNMODELLED_KEYS.items():
         if k.has(key):
             raise k.cannot(key, what)
@@ -164,7 +170,9 @@ def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
     hidden = k.int("hidden_size", minimum=1)
     heads = k.int("num_attention_heads", minimum=1)
     # Step-3 calls its KV heads attention groups
-    kv_heads = k.int("num_key_value_heads", k.get("num_attention_groups", heads), minimum=1)
+    kv_key = "num_attention_groups" if not k.has("num_key_value_heads") and \
+        k.has("num_attention_groups") else "num_key_value_heads"
+    kv_heads = k.int(kv_key, heads, minimum=1)
     if not k.has("head_dim") and hidden % heads:
         raise SpecError(f"{k.where}: key 'head_dim' is missing and num_attention_heads = {heads} "
                         f"does not divide hidden_size = {hidden}")
@@ -186,7 +194,7 @@ def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
         "weight_dtype": _weight_dtype(k.config),
         **({"qkv_bias": True} if fam.qkv_bias or k.bool("attention_bias", False) else {}),
         **({"qk_norm": True} if fam.qk_norm or (k.bool("use_qk_norm", False)
-                                                 or k.get("qk_norm") is True)
+                                                 or k.bool("qk_norm", False))
            and k.arch not in _WEIGHTLESS_QK_NORM else {}),
         **({} if fam.gated_mlp else {"gated_mlp": False}),
         # Step-3's low-rank query (share_q_dim): hidden -> share_q_dim -> the heads
@@ -273,7 +281,11 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
     layers = k.int("num_hidden_layers", minimum=1)
     first = k.int("first_k_dense_replace", 0)
     if k.has("moe_layer_start_index"):  # ERNIE 4.5: experts from this layer on
-        first = max(first, k.int("moe_layer_start_index"))
+        start = k.int("moe_layer_start_index")
+        if start >= layers:
+            raise SpecError(f"{k.where}: key 'moe_layer_start_index' = {start} is past the "
+                            f"last of {layers} layers")
+        first = max(first, start)
     first = max(first, k.int("num_dense_layers", 0))  # Trinity (Afmoe): the first layers dense
     freq = k.get("moe_layer_freq", 1)
     if isinstance(freq, list):
@@ -332,7 +344,9 @@ def _uniform_int(k: _Keys, key: str, *, minimum: int = 1) -> int:
     whose values differ is refused, since the spec holds one value for every MoE layer."""
     value = k.get(key)
     if isinstance(value, list):
-        if not value or any(v != value[0] for v in value):
+        if not value:
+            raise SpecError(f"{k.where}: key '{key}' is an empty list")
+        if any(v != value[0] for v in value):
             raise k.cannot(key, "per-layer values that differ")
         return _Keys({key: value[0]}, k.where, k.arch, {}).int(key, minimum=minimum)
     return k.int(key, minimum=minimum)
@@ -417,6 +431,8 @@ def _longcat_defaults(config: Config) -> dict[str, Any]:
                            "num_key_value_heads": config.get("num_attention_heads")}
     if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
         out["num_hidden_layers"] = 2 * layers
+    elif layers is not None:  # named in the error, not the num_hidden_layers it stands for
+        out[_BAD_DERIVED] = ("num_layers", "a positive integer", layers)
     return out
 
 
