@@ -197,6 +197,34 @@ def test_longcat_flash_layers_and_identity_experts(tmp_path: Path) -> None:
                           source="s", where="cfg.json")
 
 
+def test_minimax_lightning_layers_are_linear_attention(tmp_path: Path) -> None:
+    """MiniMax-Text-01's shapes (its config.json at huggingface.co/MiniMaxAI/MiniMax-Text-01:
+    80 layers of hidden 6144, 64 heads of 128, 8 KV heads, 32 experts of 9216, top 2,
+    vocabulary 200,064; attn_type_list 1 on every eighth layer): hand count of its published
+    456B. Lightning layer: q, k, v and gate 4 x 6144 x 8192, out 8192 x 6144 = 251.7M (the
+    spec's linear block adds 2 x 64 gate columns and a one-tap convolution: +0.8M); softmax
+    layer: 6144 x (8192 + 2 x 1024) + 8192 x 6144 = 113.2M; experts 32 x 3 x 6144 x 9216 each
+    layer; embeddings 2 x 200,064 x 6144. Read as all softmax attention it was 446.5B."""
+    codes = [1 if (i + 1) % 8 == 0 else 0 for i in range(80)]
+    config = {"architectures": ["MiniMaxText01ForCausalLM"], "attn_type_list": codes,
+              "head_dim": 128, "hidden_size": 6144, "intermediate_size": 9216,
+              "num_attention_heads": 64, "num_experts_per_tok": 2, "num_hidden_layers": 80,
+              "num_key_value_heads": 8, "num_local_experts": 32, "shared_intermediate_size": 0,
+              "tie_word_embeddings": False, "vocab_size": 200064}
+    model = _model(config, tmp_path, "minimax")
+    assert model.layer_counts == {"linear_attention": 70, "full_attention": 10}
+    la = model.linear_attention
+    assert la is not None and (la.num_value_heads, la.key_head_dim) == (64, 128)
+    assert la.state_elems == 64 * 128 * 128 and la.conv_state_elems == 0
+    by_hand = (70 * (4 * 6144 * 8192 + 8192 * 6144) + 10 * (6144 * 10240 + 8192 * 6144)
+               + 80 * 32 * 3 * 6144 * 9216 + 2 * 200064 * 6144)
+    assert total_params(model) == pytest.approx(by_hand, rel=0.001)
+    assert total_params(model) == pytest.approx(456e9, rel=0.01)
+    with pytest.raises(SpecError, match=r"key 'attn_type_list' must list 80 codes"):
+        import_config({**config, "attn_type_list": [0, 2] * 40}, name="x", source="s",
+                      where="cfg.json")
+
+
 def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
     """Grok-2's shapes as listed in https://huggingface.co/xai-org/grok-2/discussions/24 (64
     layers of hidden 8192, 64 query and 8 KV heads of 128, a shared FFN of 32,768 beside 8

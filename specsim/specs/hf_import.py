@@ -651,6 +651,40 @@ def _qwen3_next(k: _Keys) -> dict[str, Any]:
     }
 
 
+def _minimax(k: _Keys) -> dict[str, Any]:
+    """MiniMax-Text-01 / MiniMax-M1 (`attn_type_list`: 0 a lightning-attention layer, 1 softmax
+    attention) and transformers' MiniMaxForCausalLM (`layer_types`). A lightning layer is linear
+    attention over all `num_attention_heads` heads (modeling_minimax_text_01.py
+    MiniMaxText01LightningAttention: qkv_proj to 3 x heads x head_dim, output_gate, norm,
+    out_proj; a head_dim x head_dim state per head, no short convolution): in the spec, the
+    linear-attention block with as many key as value heads and a one-tap convolution. Its
+    parameters then count its q, k, v and gate projections; the block's two per-head gate
+    columns are 0.3% more than the real layer. MiniMax-M2's list (every layer 1) is all
+    softmax attention, as the generic path reads it."""
+    out = _decoder(k)
+    layers = k.int("num_hidden_layers", minimum=1)
+    codes = k.get("attn_type_list")
+    if codes is not None:
+        if not isinstance(codes, list) or len(codes) != layers or \
+                not all(c in (0, 1) and not isinstance(c, bool) for c in codes):
+            raise SpecError(f"{k.where}: key 'attn_type_list' must list {layers} codes, 0 "
+                            "(lightning attention) or 1 (softmax attention)")
+        types = ["full_attention" if c else "linear_attention" for c in codes]
+    else:
+        types = k.get("layer_types")
+        kinds = ("full_attention", "linear_attention")
+        if not isinstance(types, list) or len(types) != layers or not set(types) <= set(kinds):
+            raise SpecError(f"{k.where}: key 'layer_types' must list {layers} kinds, "
+                            "'full_attention' or 'linear_attention'")
+    if "linear_attention" in types:
+        heads = k.int("num_attention_heads", minimum=1)
+        dim = k.int("head_dim", k.int("hidden_size") // heads, minimum=1)
+        out.update(layer_types=list(types), linear_attention={
+            "num_key_heads": heads, "num_value_heads": heads, "key_head_dim": dim,
+            "value_head_dim": dim, "conv_kernel_size": 1})
+    return out
+
+
 def _qwen3_5(k: _Keys) -> dict[str, Any]:
     """Qwen3.5 / 3.6 (dense and MoE): Qwen3-Next's gated-delta-net linear attention and gated
     full attention, the kinds listed per layer in `layer_types` (else every
@@ -682,7 +716,8 @@ _QWEN3_5 = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGenerati
             "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")
 _UNMODELLED_NAMES = ("mamba", "rwkv", "jamba", "zamba", "recurrentgemma", "xlstm")
 _WEIGHTLESS_QK_NORM = {"Llama4ForConditionalGeneration", "Llama4ForCausalLM"}  # an L2 norm
-_OWN_LAYER_TYPES = {"Qwen3NextForCausalLM", "Llama4ForConditionalGeneration",
+_MINIMAX = ("MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM")
+_OWN_LAYER_TYPES = {*_MINIMAX, "Qwen3NextForCausalLM", "Llama4ForConditionalGeneration",
                     "Llama4ForCausalLM", "NemotronHForCausalLM", "MiMoV2FlashForCausalLM",
                     *_QWEN3_5}
 
@@ -714,6 +749,7 @@ _FAMILIES: dict[str, _Family] = {
     "MiMoV2FlashForCausalLM": _Family(builder=_mimo_v2),
     "GptOssForCausalLM": _Family(builder=_gpt_oss),
     "LongcatFlashForCausalLM": _Family(builder=_longcat, derived=_longcat_defaults),
+    **{arch: _Family(builder=_minimax) for arch in _MINIMAX},
     # Apertus: up_proj -> xIELU -> down_proj, no gate (vLLM / SGLang apertus.py)
     "ApertusForCausalLM": _Family(gated_mlp=False),
 }
