@@ -113,7 +113,8 @@ def models_import(
     from specsim.specs.params import total_params
 
     params_b = total_params(model) / 1e9
-    how = " (generic path: standard fields only)" if is_generic(data) else ""
+    how = (" (generic path: an architecture without its own entry, read by the keys it shares "
+           "with others; compare the total with the publisher's)") if is_generic(data) else ""
     if as_json:
         echo(to_json({"out": str(target), "model": model.slug, "name": model.name,
                       "params_B": params_b, "generic_path": bool(how)}))

@@ -329,14 +329,14 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
 # `moe_k`, `moe_num_shared_experts`; Ling (Bailing MoE) `num_shared_experts`; Hunyuan-A13B
 # `moe_topk` and `num_shared_expert`, per layer as lists).
 _EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-_TOP_K_KEYS = ("num_experts_per_tok", "moe_k", "moe_topk", "moe_top_k")
+_TOP_K_KEYS = ("num_experts_per_tok", "moe_k", "moe_topk", "moe_top_k", "num_experts_per_token")
 _SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts",
                       "num_shared_expert")
 # Keys only an MoE config has: with none of _EXPERT_COUNT_KEYS set, the generic path would
 # read the model as dense and miss its experts, so it refuses instead.
 _MOE_ONLY_KEYS = frozenset({*_TOP_K_KEYS, "moe_intermediate_size", "zero_expert_num",
                             "n_group", "topk_group", "expert_ffn_hidden_size", "moe_layers_enum",
-                            "share_expert_dim", "num_experts_per_token"})
+                            "share_expert_dim"})
 
 
 def _uniform_int(k: _Keys, key: str, *, minimum: int = 1) -> int:
