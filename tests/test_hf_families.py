@@ -276,6 +276,8 @@ def test_grok2_residual_moe_is_an_always_on_expert(tmp_path: Path) -> None:
      r"key 'moe_layer_freq' as a list must hold 4 flags of 0 or 1"),
     ({"ssm_cfg": {}}, r"cannot model key 'ssm_cfg'"),
     ({"hidden_size_per_layer_input": 256}, r"cannot model key 'hidden_size_per_layer_input'"),
+    ({"compress_ratios": [0, 4, 128, 4]}, r"cannot model key 'compress_ratios' \(compressed"),
+    ({"hc_mult": 4}, r"cannot model key 'hc_mult' \(hyper-connections"),
     ({"attention_k_eq_v": True}, r"cannot model key 'attention_k_eq_v'"),
     ({"head_dim": 64, "global_head_dim": 128}, r"cannot model key 'global_head_dim'"),
     ({"linear_attn_config": {"kda_layers": [1, 2, 3]}},

@@ -34,6 +34,10 @@ _UNMODELLED_KEYS = {
     "altup_num_inputs": "AltUp per-layer inputs (Gemma 3n)",
     "dual_chunk_attention_config": "dual-chunk attention",
     "linear_attn_config": "Kimi Delta Attention (linear attention) layers",
+    "compress_ratios": "compressed sparse attention (DeepSeek-V4)",
+    "compress_rates": "compressed sparse attention (DeepSeek-V4)",
+    "o_lora_rank": "a grouped low-rank output projection (DeepSeek-V4)",
+    "hc_mult": "hyper-connections: several residual streams (DeepSeek-V4)",
 }
 # A family's derived defaults name a key of the config that is wrong under this entry.
 _BAD_DERIVED = "_bad_key"
