@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
-from specsim.specs.io import read_json
+from specsim.specs.io import probe, read_json
 from specsim.specs.names import display_name_problem, is_hub_id, require
 
 Config = Mapping[str, Any]
@@ -562,21 +562,23 @@ _FAMILIES: dict[str, _Family] = {
 
 @dataclass(frozen=True, slots=True)
 class LocatedConfig:
-    """Where a config.json was found: its local path, the name it suggests, its source URL."""
+    """Where a config.json was found: its local path, the name it suggests, its source URL,
+    and the Hub repo it was read from (None for a local file)."""
 
     path: Path
     name: str
     source: str
+    repo: str | None = None
 
 
 def locate_config(where: str, *, cache_dir: Path | None = None) -> LocatedConfig:
     """A config.json path as given, or a Hugging Face repo id fetched through huggingface_hub's
     cache (offline from the cache when HF_HUB_OFFLINE=1). One line on any failure."""
     path = Path(where)
-    if path.is_dir():
+    if probe(path, "is_dir"):
         path = path / "config.json"
-    if path.exists() or "/" not in where or not is_hub_id(where):
-        if not path.exists():
+    if probe(path, "exists") or "/" not in where or not is_hub_id(where):
+        if not probe(path, "exists"):
             raise SpecError(f"{where}: cannot read (no such file, and not a Hub repo id "
                             "such as Org/Name)")
         folder = path.resolve().parent.name
@@ -620,4 +622,5 @@ def _download(repo_id: str, cache_dir: Path | None) -> LocatedConfig:
     path = Path(local)
     revision = path.parent.name
     return LocatedConfig(path, repo_id.split("/", 1)[1],
-                         f"https://huggingface.co/{repo_id}/blob/{revision}/config.json")
+                         f"https://huggingface.co/{repo_id}/blob/{revision}/config.json",
+                         repo=repo_id)
