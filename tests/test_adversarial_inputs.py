@@ -8,14 +8,45 @@ raise nothing but SystemExit (the contract of tests/test_fuzz.py). Run in-proces
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from fuzz_cases import Case, lay_out, run_case, snapshot
+
+REPO = Path(__file__).resolve().parent.parent
+HF_CONFIGS = REPO / "tests" / "fixtures" / "hf_configs"
 
 LONG_NAME = "x" * 300  # one path component over the filesystem's 255 bytes
 LONG_PATH = "/".join(["y" * 200] * 30)  # a path over PATH_MAX
 REC = ("recommend", "--drafter", "eagle3-llama-3.1-8b", "--batch", "1", "--max-nodes", "8")
+
+
+def _spec(folder: str, slug: str, **changes: object) -> bytes:
+    """A built-in spec with top-level fields changed, as YAML bytes."""
+    data = yaml.safe_load((REPO / folder / f"{slug}.yaml").read_text(encoding="utf-8"))
+    data.update(changes)
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+def _config(fixture: str, *path: str | int, value: object) -> bytes:
+    """A config.json fixture with the key at `path` set to `value`, as JSON bytes."""
+    data = json.loads((HF_CONFIGS / f"{fixture}.json").read_text(encoding="utf-8"))
+    node: Any = copy.deepcopy(data)
+    inner = node
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = value
+    return json.dumps(node).encode()
+
+
+def _import(label: str, text: bytes, needle: str) -> Case:
+    return Case(kind="adversarial", label=label,
+                args=("models", "import", "c.json", "--out", "o.yaml"),
+                files={"c.json": text}, needle=needle)
 
 
 def _case(label: str, *args: str, needle: str, files: dict[str, bytes] | None = None) -> Case:
@@ -44,6 +75,38 @@ CASES = [
           "--tokens", "1", needle="hardware"),
     _case("transferred-long-name", "roofline", "--hardware", "transferred/" + "a" * 5000,
           "--tokens", "1", needle="hardware"),
+    # a layer count the spec's per-layer lists are built from: 10**9 held the loader for
+    # minutes and gigabytes (roofline, memory, speedup); refused by name
+    _case("model-num-layers-1e9", "roofline", "--model", "m.yaml", "--tokens", "1",
+          files={"m.yaml": _spec("workloads/models", "llama-3.1-8b", num_layers=10**9)},
+          needle="num_layers"),
+    _case("model-num-layers-20000", "memory", "--model", "m.yaml",
+          files={"m.yaml": _spec("workloads/models", "qwen3-30b-a3b", num_layers=20_000)},
+          needle="num_layers"),
+    _case("drafter-layers-1e9", "memory", "--model", "qwen3-8b", "--drafter", "d.yaml",
+          files={"d.yaml": _spec("workloads/drafters", "qwen3-0.6b-for-qwen3-8b",
+                                 layers=10**9)}, needle="layers"),
+    # config.json: a layer count of 10**12 built a 10**12-entry list (hang), 10**30 overflowed;
+    # a list inside a list of kinds, or a mapping as the quantization method, was a TypeError
+    _import("gemma-2-layers-1e12", _config("gemma-2-9b", "num_hidden_layers", value=10**12),
+            "num_hidden_layers"),
+    _import("phi-3-layers-1e30", _config("phi-3-mini-4k-instruct", "num_hidden_layers",
+                                         value=10**30), "num_hidden_layers"),
+    _import("llama-4-layers-1e30", _config("llama-4-maverick-17b-128e-instruct", "text_config",
+                                           "num_hidden_layers", value=10**30),
+            "num_hidden_layers"),
+    _import("hidden-size-1e12", _config("olmo-2-1124-7b", "hidden_size", value=10**12),
+            "hidden_size"),
+    _import("qwen3.5-layer-kind-list", _config("qwen3.5-397b-a17b", "text_config",
+                                               "layer_types", 1, value=[1]), "layer_types"),
+    _import("glm-5.2-mlp-kind-mapping", _config("glm-5.2", "mlp_layer_types", 0,
+                                                value={"a": 1}), "mlp_layer_types"),
+    _import("glm-5.2-indexer-kind-list", _config("glm-5.2", "indexer_types", 3, value=["full"]),
+            "indexer_types"),
+    _import("quant-method-mapping", _config("deepseek-r1", "quantization_config",
+                                            "quant_method", value={}), "quant_method"),
+    _import("q-lora-rank-string", _config("deepseek-r1", "q_lora_rank", value="1536"),
+            "q_lora_rank"),
 ]
 
 

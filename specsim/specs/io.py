@@ -607,7 +607,10 @@ def _check_source(source: object, dotted: str, path: Path) -> str:
     return source
 
 
-MAX_INTEGER = 10**9  # default cap on integer spec fields (layers, heads, sizes, counts)
+MAX_INTEGER = 10**9  # default cap on integer spec fields (heads, sizes, counts)
+# Layers of one model or drafter: per-layer tuples are built from the count, so 10**9 layers
+# held the loader for minutes and gigabytes. The deepest published decoder has ~120 layers.
+MAX_LAYERS = 10_000
 
 
 def show(value: object, width: int = 40) -> str:
