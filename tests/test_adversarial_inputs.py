@@ -75,6 +75,10 @@ CASES = [
           "--tokens", "1", needle="hardware"),
     _case("transferred-long-name", "roofline", "--hardware", "transferred/" + "a" * 5000,
           "--tokens", "1", needle="hardware"),
+    # the adaptive stop's head concentration where scipy's Beta breaks: a ValueError from
+    # numpy (1e308: NaN atoms) or an OverflowError from boost (1e-308)
+    *[_case(f"head-concentration-{value}", *REC, "--head-concentration", value,
+            needle="--head-concentration") for value in ("1e308", "1e30", "1e-308", "-inf")],
     # a layer count the spec's per-layer lists are built from: 10**9 held the loader for
     # minutes and gigabytes (roofline, memory, speedup); refused by name
     _case("model-num-layers-1e9", "roofline", "--model", "m.yaml", "--tokens", "1",
