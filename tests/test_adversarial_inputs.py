@@ -79,6 +79,9 @@ CASES = [
     # numpy (1e308: NaN atoms) or an OverflowError from boost (1e-308)
     *[_case(f"head-concentration-{value}", *REC, "--head-concentration", value,
             needle="--head-concentration") for value in ("1e308", "1e30", "1e-308", "-inf")],
+    # two overlap modes: the last silently won (sglang:sync:overlap ran overlapped)
+    *[_case(f"engine-{name}", "roofline", "--engine", name, "--tokens", "1", needle=name)
+      for name in ("sglang:sync:sync", "vllm:sync:overlap", "sglang:overlap:sync")],
     # a layer count the spec's per-layer lists are built from: 10**9 held the loader for
     # minutes and gigabytes (roofline, memory, speedup); refused by name
     _case("model-num-layers-1e9", "roofline", "--model", "m.yaml", "--tokens", "1",
