@@ -131,3 +131,17 @@ def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
     assert lines[0].startswith("specsim: error:"), lines[0]
     assert case.needle in lines[0], (case.needle, lines[0])
     assert snapshot(tmp_path) == before, "a file was written or changed"
+
+
+def test_bench_plan_names_the_drafter_not_an_internal_row(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drafter made for another target: the line named 'bench-plan.yaml row k2-tau2-c1: field
+    drafter_spec' and a YAML field to set, none of which the user wrote or can set."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("bench-plan", "bench", "plan", "--drafter", "eagle3-llama-3.1-8b",
+                             "--model", "qwen3-8b", needle=""))
+    assert outcome.code == 2 and outcome.error is None
+    line = outcome.stderr.strip()
+    assert line == ("specsim: error: drafter eagle3-llama-3.1-8b (made for llama-3.1-8b) does "
+                    "not fit target qwen3-8b: vocabulary 128256 vs 151936"), line
+    assert not any(tmp_path.iterdir())
