@@ -145,3 +145,53 @@ def test_bench_plan_names_the_drafter_not_an_internal_row(tmp_path: Path,
     assert line == ("specsim: error: drafter eagle3-llama-3.1-8b (made for llama-3.1-8b) does "
                     "not fit target qwen3-8b: vocabulary 128256 vs 151936"), line
     assert not any(tmp_path.iterdir())
+
+
+def _latency(group: dict[str, object] | None = None, row: dict[str, object] | None = None,
+             length: dict[str, object] | None = None) -> bytes:
+    """The built-in serving-latency file with its first group and first row changed."""
+    data = yaml.safe_load((REPO / "workloads" / "latency" / "serving-latency.yaml").read_text(
+        encoding="utf-8"))
+    gid = next(iter(data["groups"]))
+    data["groups"][gid].update(group or {})
+    data["groups"][gid]["prompt_tokens"].update(length or {})
+    data["rows"][0].update(row or {})
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+LATENCY_CASES = [
+    # an integer too large for a float raised a numpy TypeError from np.isfinite
+    ({"row": {"concurrency": 10**40}}, "concurrency"),
+    ({"row": {"measured": 10**40}}, "measured"),
+    # 1e308 ran: numpy RuntimeWarnings on stderr, then 'm: need finite values' naming no file
+    ({"row": {"concurrency": 1e308}}, "concurrency"),
+    ({"row": {"concurrency": 2.5}}, "concurrency"),
+    ({"row": {"id": None}}, "'id'"),
+    # the group's names were checked only when priced: 'unknown model 'inf'' naming no file
+    ({"group": {"model": float("inf")}}, "model"),
+    ({"group": {"hardware": "no-such-gpu"}}, "hardware"),
+    ({"group": {"engine": [1, 2]}}, "engine"),
+    ({"group": {"tp": 2.7}}, "tp"),
+    ({"group": {"tp": 3}}, "tp"),
+    ({"group": {"source": None}}, "source"),
+    ({"length": {"median": 1e308}}, "median"),
+    ({"length": {"p90": 1.0}}, "p90"),
+    ({"length": {"source": 5}}, "source"),
+]
+
+
+@pytest.mark.parametrize(("change", "field"), LATENCY_CASES,
+                         ids=[f"{next(iter(c))}-{f}-{i}" for i, (c, f) in
+                              enumerate(LATENCY_CASES)])
+def test_a_bad_latency_file_names_the_file_and_the_field(change: dict[str, dict[str, object]],
+                                                         field: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    case = _case("latency", "validate", "--latency", "lat.yaml", needle="lat.yaml",
+                 files={"lat.yaml": _latency(**change)})
+    lay_out(case, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(case)
+    assert outcome.error is None, f"uncaught {type(outcome.error).__name__}: {outcome.error}"
+    lines = outcome.stderr.strip().splitlines()
+    assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-600:]
+    assert "lat.yaml" in lines[0] and field in lines[0], lines[0]
