@@ -232,7 +232,11 @@ def calibrate(
     from specsim.measurement.calibrate import calibrate as fit
     from specsim.measurement.device_match import WorseThanDatasheet, fitted_efficiency
     from specsim.measurement.plausibility import ImplausibleCalibration, percent_text
-    from specsim.measurement.tables import l2_statement, measured_hardware
+    from specsim.measurement.tables import (
+        l2_statement,
+        measured_hardware,
+        read_measurements_and_metadata,
+    )
     from specsim.specs.hardware import load_hardware
     from specsim.specs.io import read_yaml
     from specsim.specs.outputs import PLOT_SUFFIXES, check_writable, write_yaml
@@ -247,7 +251,7 @@ def calibrate(
         raise SpecError("options --out, --predictions and --plot must name different files")
     slug, vidur_device = measured_hardware(profile_path, fmt, hardware=hardware, device=device)
     hw = load_hardware(slug)
-    points, metadata = _measurements(profile_path, fmt, vidur_device)
+    points, metadata = read_measurements_and_metadata(profile_path, fmt, device=vidur_device)
     measured_on = metadata.get("device", "")
     if model is not None:
         from specsim.measurement.profile_csv import check_profile_matches_model
@@ -304,16 +308,6 @@ def calibrate(
     setup = (f"setup: calibrate {profile_path} ({fmt}) against the {hw.name} datasheet; "
              f"{len(points):,} points, {split_rule}; {cache}")
     _report(result, out, as_json, setup=setup, fitted=fitted)
-
-
-def _measurements(path: Path, fmt: str, vidur_device: str) -> tuple[Any, dict[str, str]]:
-    """The tidy measurements and a specsim profile's metadata (its `device` is the GPU it ran
-    on; none for Vidur, whose device folder already chose the hardware)."""
-    from specsim.measurement.tables import from_specsim, read_measurements
-
-    if fmt != "specsim" or not path.is_file():
-        return read_measurements(path, fmt, device=vidur_device), {}
-    return from_specsim(path)
 
 
 def _prediction_rows(points: Any) -> Any:

@@ -166,12 +166,11 @@ def drafters_import(
         check_hub_repo(checkpoint)
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     found = locate_config(config)
-    repo = None if Path(config).exists() else config  # not a file: read from this Hub repo
     model = load_model(target)
     spec = import_drafter(read_config(found.path), target=model, target_name=target,
                           name=name or found.name, source=source or found.source,
                           where=str(found.path), family=family, checkpoint=checkpoint,
-                          repo=repo)
+                          repo=found.repo)
     # Check the spec in a scratch folder first: an invalid config leaves an existing --out as
     # it was.
     with tempfile.TemporaryDirectory() as scratch:
@@ -183,7 +182,7 @@ def drafters_import(
             raise SpecError(str(err).replace(str(trial), f"{found.path} (as a drafter spec)")) \
                 from None
     write_yaml(out, spec, force=force)
-    weights = _checkpoint_text(drafter, checkpoint, repo)
+    weights = _checkpoint_text(drafter, checkpoint, found.repo)
     echo(f"wrote {out}: {drafter.family} drafter for {model.name}, "
          f"{drafter.params() / 1e9:.3f}B own parameters{weights}")
     if not drafter.checkpoint:

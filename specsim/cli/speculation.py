@@ -211,7 +211,7 @@ def recommend(
     from specsim.present.render import context_text, setup_line
     from specsim.present.round_structures import structure_lines, structure_rows
     from specsim.present.rows import recommend_rows, serving_text
-    from specsim.specs.outputs import check_writable
+    from specsim.specs.outputs import check_files_folder, check_writable
     from specsim.speculation.recommend import (
         engine_cells,
         engine_commands,
@@ -224,10 +224,8 @@ def recommend(
 
     if tree_out is not None:
         check_writable(tree_out, force=force)
-    if configs_out is not None and configs_out.exists() and not configs_out.is_dir():
-        from specsim.errors import SpecError
-
-        raise SpecError(f"{configs_out}: --configs-out is a file; give a folder")
+    if configs_out is not None:
+        check_files_folder(configs_out, option="--configs-out")
     setup, profile = load_setup(
         hardware=hardware, model=model, drafter=drafter, alpha=alpha, workload=workload,
         ranks=str(ranks) if ranks else None, context=parse_context(context), tp=tp,
@@ -316,19 +314,11 @@ def recommend(
 
 
 def _write_configs(commands: list[Any], folder: Path, *, force: bool) -> list[Path]:
-    """Write every file the commands read into `folder` (each checked first, none written if
-    one is refused: an existing different file without --force), and return their paths."""
-    from specsim.specs.outputs import atomic_write_bytes, check_writable, make_parent
+    """Write every file the commands read into `folder` (see outputs.write_files)."""
+    from specsim.specs.outputs import write_files
 
-    files = {folder / name: text.encode("utf-8") for c in commands for name, text in c.files}
-    for path, data in files.items():
-        if path.is_file() and path.read_bytes() == data:
-            continue  # the same file again: nothing to overwrite
-        check_writable(path, force=force)
-    for path, data in files.items():
-        make_parent(path)
-        atomic_write_bytes(path, data)
-    return list(files)
+    return write_files(folder, {name: text.encode("utf-8") for c in commands
+                                for name, text in c.files}, force=force)
 
 
 @acceptance_app.command("fit")

@@ -120,9 +120,11 @@ def validate(
         check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
     from specsim.measurement.validate import validate as run
 
-    results = run(load_published(published))
     names = latency if latency is not None else (None if published is None else [])
-    lat = predict_latency_rows(*load_latency_rows(names)) if names != [] else []
+    # every file read and checked before the published rows are predicted (seconds of work)
+    loaded = load_latency_rows(names) if names != [] else None
+    results = run(load_published(published))
+    lat = predict_latency_rows(*loaded) if loaded is not None else []
     lat_rows = [{"id": r.id, "model": r.model, "hardware": r.hardware, "engine": r.engine,
                  "tp": r.tp, "concurrency": r.concurrency, "metric": r.metric,
                  "measured": r.measured, "predicted": r.predicted, "error %": r.error_pct}

@@ -170,6 +170,11 @@ def make_bench_plan(*, engine: str, model: str, hardware: str, drafter: str, tp:
     check_tensor_parallel(target, tp)
     load_hardware(hardware)
     draft = load_drafter(drafter, target=target)
+    from specsim.speculation.setup import check_compatible
+
+    # as every command checks it, before the plan's rows (whose messages name a file and
+    # fields the user never wrote) would
+    check_compatible(load_drafter(drafter).target, draft, target, drafter)
     if not draft.checkpoint:
         raise SpecError(f"drafter {draft.slug} has no checkpoint to serve: add its "
                         "`checkpoint` (specsim drafters import ... --checkpoint)")

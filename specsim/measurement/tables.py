@@ -25,6 +25,7 @@ from specsim.measurement.vidur import (
 )
 from specsim.specs.defaults import DEFAULT_HARDWARE
 from specsim.specs.dtypes import BYTES_PER_PARAM
+from specsim.specs.io import probe
 
 FORMATS = ("specsim", "vidur")
 VIDUR_ATTENTION = "attention_a100_llama70b_tp2.csv"
@@ -82,9 +83,9 @@ def from_specsim(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
 
 def from_vidur(root: Path, device: str) -> pd.DataFrame:
     """Vidur's weight-GEMM rows for one device (and its attention table where present)."""
-    if not (root / "compute").is_dir() and root.name != "compute":
+    if not probe(root / "compute", "is_dir") and root.name != "compute":
         raise SpecError(f"{root}: not a Vidur profiling folder (no compute/ inside)")
-    devices = vidur_devices(root) if (root / "compute").is_dir() else []
+    devices = vidur_devices(root) if probe(root / "compute", "is_dir") else []
     if devices and device not in devices:
         raise SpecError(f"{root}: no device '{device}' (has: {', '.join(devices)})")
     mlp = read_vidur_mlp(root, device)
@@ -95,7 +96,7 @@ def from_vidur(root: Path, device: str) -> pd.DataFrame:
         "count": 1, "batch": 0, "context": 0, "queries": 0, "mask": "none", "kv_heads": 0,
         "time_s": gemm["time_s"]})
     attention = root / VIDUR_ATTENTION
-    if attention.is_file() and attention.name.startswith(f"attention_{device}_"):
+    if probe(attention, "is_file") and attention.name.startswith(f"attention_{device}_"):
         rows = pd.concat([rows, _vidur_attention(attention)], ignore_index=True)
     return rows[list(MEASUREMENT_COLUMNS)].reset_index(drop=True)
 
@@ -133,8 +134,18 @@ def read_measurements(path: Path, fmt: str, *, device: str = "") -> pd.DataFrame
     """Measurements of either format; `device` picks the Vidur device folder."""
     if fmt not in FORMATS:
         raise parameter_error("fmt", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return read_measurements_and_metadata(path, fmt, device=device)[0]
+
+
+def read_measurements_and_metadata(path: Path, fmt: str, *, device: str = ""
+                                   ) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Measurements of either format and a specsim profile's metadata (its `device` is the GPU
+    it ran on; none for Vidur, whose device folder already chose the hardware). A path the OS
+    refuses (a name too long) is 'no such profile file', like a missing one."""
+    if fmt not in FORMATS:
+        raise parameter_error("fmt", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if fmt == "vidur":
-        return from_vidur(path, device)
-    if not path.is_file():
+        return from_vidur(path, device), {}
+    if not probe(path, "is_file"):
         raise SpecError(f"{path}: no such profile file")
-    return from_specsim(path)[0]
+    return from_specsim(path)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
-from specsim.specs.io import MAX_FILE_BYTES, read_text
+from specsim.specs.io import MAX_FILE_BYTES, probe, read_text
 
 # A Vidur table is a few MB (its largest, an mlp.csv, about 2 MB).
 MAX_CSV_BYTES = MAX_FILE_BYTES
@@ -241,8 +241,8 @@ def _merge_duplicates(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def vidur_devices(root: Path) -> list[str]:
     """The device folders under a Vidur profiling folder's compute/ (sorted; [] if none)."""
-    compute = root / "compute" if (root / "compute").is_dir() else root
-    if not compute.is_dir():
+    compute = root / "compute" if probe(root / "compute", "is_dir") else root
+    if not probe(compute, "is_dir"):
         return []
     return sorted(p.name for p in compute.iterdir() if p.is_dir())
 
@@ -281,8 +281,8 @@ def vidur_target(root: Path, *, hardware: str | None, device: str | None) -> tup
 
 def _mlp_files(root: Path, device: str | None) -> list[tuple[str, str, Path]]:
     """(device, "org/name", path) of every compute/<device>/<org>/<name>/mlp.csv, sorted."""
-    compute = root / "compute" if (root / "compute").is_dir() else root
-    if not compute.is_dir():
+    compute = root / "compute" if probe(root / "compute", "is_dir") else root
+    if not probe(compute, "is_dir"):
         raise SpecError(f"{root}: not a directory of Vidur profiles")
     pattern = f"{device}/*/*/mlp.csv" if device is not None else "*/*/*/mlp.csv"
     found = sorted(compute.glob(pattern))

@@ -13,13 +13,15 @@ of the gaps between rounds and of the time to the first token.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from specsim.errors import SpecError
-from specsim.specs.io import builtin_names, check_keys, read_yaml, resolve_path, show
+from specsim.specs.defaults import MAX_BATCH, MAX_CONTEXT_TOKENS, MAX_TP
+from specsim.specs.io import builtin_names, check_keys, closest, read_yaml, resolve_path, show
 
 METRICS = ("ttft_median_ms", "tpot_median_ms", "itl_median_ms")
 ROW_KEYS = ("id", "concurrency", "metric", "measured", "group")
@@ -49,12 +51,68 @@ class LatencyRow:
         return 100.0 * (self.predicted - self.measured) / self.measured
 
 
-def _number(block: dict[str, object], key: str, where: str, low: float) -> float:
+MAX_MEASURED_MS = 3.6e6  # an hour: a latency beyond it is a unit slip, not a benchmark
+
+
+def _number(block: dict[str, object], key: str, where: str, low: float, high: float) -> float:
+    """A finite number in [low, high] (an integer of any size is compared exactly, never
+    converted first: 10**40 would overflow a float check)."""
     value = block.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) \
-            or value < low:
-        raise SpecError(f"{where}: field '{key}' must be a number >= {low:g}, got {show(value)}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            (isinstance(value, float) and not math.isfinite(value)) or not low <= value <= high:
+        raise SpecError(f"{where}: field '{key}' must be a number in [{low:g}, {high:g}], "
+                        f"got {show(value)}")
     return float(value)
+
+
+def _integer(block: dict[str, object], key: str, where: str, high: int) -> int:
+    value = block.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise SpecError(f"{where}: field '{key}' must be an integer in 1..{high:,}, "
+                        f"got {show(value)}")
+    return value
+
+
+def _text(block: dict[str, object], key: str, where: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{where}: field '{key}' must be a non-empty string, got {show(value)}")
+    return value
+
+
+def _builtin(block: dict[str, object], key: str, kind: str, where: str) -> str:
+    """A built-in spec's slug (the rows are priced with the built-in specs only)."""
+    name = _text(block, key, where)
+    names = builtin_names(kind)
+    if name not in names:
+        raise SpecError(f"{where}: field '{key}': unknown {kind.rstrip('s')} {show(name)}"
+                        f"{closest(name, names)}; `specsim {kind} list` shows the built-in ones")
+    return name
+
+
+def _check_layout(group: dict[str, Any], where: str) -> None:
+    """The group's TP divides its model's heads (priced later, the error would name no file)."""
+    from specsim.specs.models import check_tensor_parallel, load_model
+
+    try:
+        check_tensor_parallel(load_model(group["model"]), group["tp"])
+    except SpecError as err:
+        raise SpecError(f"{where}: field 'tp': {err}") from None
+
+
+def _lengths(block: dict[str, object], key: str, where: str) -> Any:
+    from specsim.specs.workloads import LengthDistribution
+
+    sub = block.get(key)
+    if not isinstance(sub, dict):
+        raise SpecError(f"{where}: field '{key}' needs median, p90 and source")
+    check_keys(sub, ("median", "p90", "source"), f"{where} {key}")
+    median = _number(sub, "median", f"{where} {key}", 1.0, MAX_CONTEXT_TOKENS)
+    p90 = _number(sub, "p90", f"{where} {key}", 1.0, MAX_CONTEXT_TOKENS)
+    if p90 < median:
+        raise SpecError(f"{where} {key}: field 'p90' = {p90:g} is below the median {median:g}")
+    return LengthDistribution(median=median, p90=p90, source=_text(sub, "source",
+                                                                   f"{where} {key}"))
 
 
 Groups = dict[str, dict[str, Any]]
@@ -62,29 +120,29 @@ Groups = dict[str, dict[str, Any]]
 
 def load_latency_rows(names: list[str] | None = None) -> tuple[list[LatencyRow], Groups]:
     """Rows and groups of the given files (slugs or paths; default every built-in file)."""
-    from specsim.specs.workloads import LengthDistribution
-
     rows: list[LatencyRow] = []
     groups: Groups = {}
     for name in names if names is not None else builtin_names("latency"):
         path = resolve_path("latency", name)
         data = read_yaml(path)
         check_keys(data, ("about", "rows", "groups"), str(path))
-        for gid, block in (data.get("groups") or {}).items():
-            where = f"{path.name} group {gid}"
+        blocks = data.get("groups")
+        if not isinstance(blocks, dict) or not blocks:
+            raise SpecError(f"{path}: field 'groups' must be a mapping of benchmark setups")
+        for gid, block in blocks.items():
+            where = f"{path.name} group {show(gid, 40)}"
             if not isinstance(block, dict):
                 raise SpecError(f"{where}: must be a mapping of {', '.join(GROUP_KEYS)}")
             check_keys(block, GROUP_KEYS, where)
-            lengths = {}
-            for key in ("prompt_tokens", "output_tokens"):
-                sub = block.get(key)
-                if not isinstance(sub, dict):
-                    raise SpecError(f"{where}: field '{key}' needs median, p90 and source")
-                lengths[key] = LengthDistribution(
-                    median=_number(sub, "median", f"{where} {key}", 1.0),
-                    p90=_number(sub, "p90", f"{where} {key}", 1.0),
-                    source=str(sub.get("source") or ""))
-            groups[gid] = {**block, **lengths, "tp": int(_number(block, "tp", where, 1.0))}
+            groups[str(gid)] = {
+                "source": _text(block, "source", where),
+                "model": _builtin(block, "model", "models", where),
+                "hardware": _builtin(block, "hardware", "hardware", where),
+                "engine": _builtin(block, "engine", "engines", where),
+                "tp": _integer(block, "tp", where, MAX_TP),
+                "prompt_tokens": _lengths(block, "prompt_tokens", where),
+                "output_tokens": _lengths(block, "output_tokens", where)}
+            _check_layout(groups[str(gid)], where)
         items = data.get("rows")
         if not isinstance(items, list) or not items:
             raise SpecError(f"{path}: field 'rows' must be a non-empty list of rows")
@@ -93,7 +151,8 @@ def load_latency_rows(names: list[str] | None = None) -> tuple[list[LatencyRow],
             if not isinstance(item, dict):
                 raise SpecError(f"{where}: must be a mapping")
             check_keys(item, ROW_KEYS, where)
-            where = f"{path.name} row {item.get('id', i + 1)}"
+            row_id = _text(item, "id", where)
+            where = f"{path.name} row {show(row_id, 40)}"
             gid = str(item.get("group"))
             if gid not in groups:
                 raise SpecError(f"{where}: field 'group' = {show(gid)} is not one of the file's "
@@ -103,10 +162,11 @@ def load_latency_rows(names: list[str] | None = None) -> tuple[list[LatencyRow],
                                 f"one of {', '.join(METRICS)}")
             g = groups[gid]
             rows.append(LatencyRow(
-                id=str(item["id"]), file=path.stem, source=str(g["source"]),
-                model=str(g["model"]), hardware=str(g["hardware"]), engine=str(g["engine"]),
-                tp=int(g["tp"]), concurrency=int(_number(item, "concurrency", where, 1.0)),
-                metric=str(item["metric"]), measured=_number(item, "measured", where, 1e-9)))
+                id=row_id, file=path.stem, source=g["source"], model=g["model"],
+                hardware=g["hardware"], engine=g["engine"], tp=g["tp"],
+                concurrency=_integer(item, "concurrency", where, MAX_BATCH),
+                metric=str(item["metric"]),
+                measured=_number(item, "measured", where, 1e-9, MAX_MEASURED_MS)))
             groups[f"{path.stem}:{rows[-1].id}"] = g
     return rows, groups
 

@@ -25,7 +25,7 @@ from specsim.specs.cache import (
     kv_layout,
 )
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.io import Fields, read_spec_file, resolve_path
+from specsim.specs.io import MAX_LAYERS, Fields, read_spec_file, resolve_path
 from specsim.specs.models import Model, load_model
 from specsim.specs.names import read_checkpoint, read_display_name, read_hub_id
 from specsim.specs.params import weight_bytes as model_weight_bytes
@@ -404,7 +404,8 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
     block = f.sub("acceptance", required=False)
     return Drafter(
         slug=slug, name=read_display_name(f), family=fam_name, target=tgt,
-        layers=f.integer("layers", base.num_layers if small else 1, minimum=0),
+        layers=f.integer("layers", base.num_layers if small else 1, minimum=0,
+                         maximum=MAX_LAYERS),
         hidden_size=hidden,
         num_attention_heads=f.integer("num_attention_heads", base.num_attention_heads, minimum=1),
         num_kv_heads=f.integer("num_kv_heads", base.num_kv_heads, minimum=1),

@@ -18,7 +18,7 @@ from typing import Any
 from specsim.errors import SpecError
 from specsim.specs.gemm_efficiency import GemmEfficiency as GemmEfficiency
 from specsim.specs.gemm_efficiency import check_positive as check_positive
-from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path, show
+from specsim.specs.io import Fields, SpecFile, probe, read_spec_file, resolve_path, show
 from specsim.specs.names import read_display_name
 from specsim.specs.transferred import KERNEL_MODEL_PROFILE
 from specsim.specs.transferred import SOURCE as TRANSFERRED_SOURCE
@@ -323,7 +323,7 @@ def load_hardware(name: str) -> Hardware:
     `transferred/<slug or path>`: the datasheet profile with the GEMM efficiencies transferred
     from the measured GPUs (specsim.specs.transferred), for a GPU without measurements.
     """
-    if name.startswith(TRANSFERRED_PREFIX) and not Path(name).exists():
+    if name.startswith(TRANSFERRED_PREFIX) and not probe(Path(name), "exists"):
         if not name.removeprefix(TRANSFERRED_PREFIX).strip():
             raise SpecError(f"hardware '{name}': name a GPU after {TRANSFERRED_PREFIX} (e.g. "
                             f"{TRANSFERRED_PREFIX}h100-sxm; see `specsim hardware list`)")

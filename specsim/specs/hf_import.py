@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
-from specsim.specs.io import read_json
+from specsim.specs.io import MAX_INTEGER, MAX_LAYERS, probe, read_json, show
 from specsim.specs.names import display_name_problem, is_hub_id, require
 
 Config = Mapping[str, Any]
@@ -67,12 +67,19 @@ class _Keys:
         return self.get(key) is not None
 
     def int(self, key: str, default: int | None = None, *, minimum: int = 0) -> int:
+        """An integer key in minimum..its cap (the model spec's: MAX_LAYERS for the layer
+        count, whose per-layer lists are built here, else MAX_INTEGER)."""
         value = self.get(key, default)
         if value is None:
             raise SpecError(f"{self.where}: missing key '{key}' (needed for {self.arch})")
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             what = "a positive" if minimum > 0 else "a non-negative"
-            raise SpecError(f"{self.where}: key '{key}' must be {what} integer, got {value!r}")
+            raise SpecError(f"{self.where}: key '{key}' must be {what} integer, "
+                            f"got {show(value, 40)}")
+        cap = MAX_LAYERS if key == "num_hidden_layers" else MAX_INTEGER
+        if value > cap:
+            raise SpecError(f"{self.where}: key '{key}' must be at most {cap:,}, "
+                            f"got {show(value, 40)}")
         return value
 
     def bool(self, key: str, default: bool) -> bool:
@@ -106,6 +113,13 @@ class _Family:
     alternating: bool = False
     required: tuple[str, ...] = ()
     gated_mlp: bool = True  # False: up -> activation -> down, no gate (Apertus)
+
+
+def _kind_list(value: object, length: int) -> bool:
+    """True when `value` is a list of `length` strings (a per-layer list of kinds); checked
+    before the kinds are compared as a set, which a list or mapping in it would break."""
+    return isinstance(value, list) and len(value) == length and \
+        all(isinstance(v, str) for v in value)
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -195,7 +209,7 @@ def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
                                    minimum=1),
         "vocab_size": k.int("vocab_size", minimum=1),
         "tie_word_embeddings": k.bool("tie_word_embeddings", tie_default),
-        "weight_dtype": _weight_dtype(k.config),
+        "weight_dtype": _weight_dtype(k.config, k.where),
         **({"qkv_bias": True} if fam.qkv_bias or k.bool("attention_bias", False) else {}),
         **({"qk_norm": True} if fam.qk_norm or (k.bool("use_qk_norm", False)
                                                  or k.bool("qk_norm", False))
@@ -207,12 +221,15 @@ def _common(k: _Keys, fam: _Family) -> dict[str, Any]:
     }
 
 
-def _weight_dtype(config: Config) -> str:
+def _weight_dtype(config: Config, where: str) -> str:
     """Weights as stored: the quantization method if any, else bf16 (torch_dtype is ignored:
     OLMo 2 publishes float32 checkpoints that are served in bf16)."""
     quant = config.get("quantization_config")
     if isinstance(quant, dict):
         method = quant.get("quant_method")
+        if method is not None and not isinstance(method, str):
+            raise SpecError(f"{where}: key 'quantization_config.quant_method' must be a "
+                            f"string, got {show(method, 40)}")
         if method == "mxfp4":
             return "bf16"  # only the experts are MXFP4; set on the moe block
         if method in _QUANT_DTYPES:
@@ -227,7 +244,7 @@ def _layers(k: _Keys, fam: _Family) -> dict[str, Any]:
     layers = k.int("num_hidden_layers", minimum=1)
     types = k.get("layer_types")
     if types is not None and k.arch not in _OWN_LAYER_TYPES:
-        if not isinstance(types, list) or len(types) != layers:
+        if not _kind_list(types, layers):
             raise SpecError(f"{k.where}: key 'layer_types' must list {layers} layer kinds")
         if k.has("index_topk"):  # a DSA layer is full MLA attention over the selected tokens
             types = ["full_attention" if t == "deepseek_sparse_attention" else t for t in types]
@@ -305,8 +322,7 @@ def _moe_layer_flags(k: _Keys) -> list[bool]:
         flags = [f and i in listed for i, f in enumerate(flags)]
     mlp_types = k.get("mlp_layer_types")  # GLM-5.2: 'dense' or 'sparse' per layer
     if mlp_types is not None:
-        if not isinstance(mlp_types, list) or len(mlp_types) != layers or \
-                not set(mlp_types) <= {"dense", "sparse"}:
+        if not _kind_list(mlp_types, layers) or not set(mlp_types) <= {"dense", "sparse"}:
             raise SpecError(f"{k.where}: key 'mlp_layer_types' must list {layers} kinds, "
                             "'dense' or 'sparse'")
         flags = [f and t == "sparse" for f, t in zip(flags, mlp_types, strict=True)]
@@ -408,7 +424,7 @@ def _moe_block(k: _Keys, experts_key: str) -> dict[str, Any]:
 
 def _mla_block(k: _Keys) -> dict[str, Any]:
     return {
-        "q_lora_rank": int(k.get("q_lora_rank") or 0),
+        "q_lora_rank": k.int("q_lora_rank", 0),
         "kv_lora_rank": k.int("kv_lora_rank", minimum=1),
         "qk_nope_head_dim": k.int("qk_nope_head_dim", minimum=1),
         "qk_rope_head_dim": k.int("qk_rope_head_dim", minimum=1),
@@ -481,8 +497,8 @@ def _sparse_attention(k: _Keys) -> dict[str, Any]:
     kinds = k.get("indexer_types")
     if kinds is not None:
         layers = k.int("num_hidden_layers", minimum=1)
-        if not isinstance(kinds, list) or len(kinds) != layers or \
-                not set(kinds) <= {"full", "shared"} or "full" not in kinds:
+        if not _kind_list(kinds, layers) or not set(kinds) <= {"full", "shared"} or \
+                "full" not in kinds:
             raise SpecError(f"{k.where}: key 'indexer_types' must list {layers} kinds, 'full' "
                             "or 'shared', at least one 'full'")
         dsa["indexer_layers"] = kinds.count("full")
@@ -700,7 +716,7 @@ def _qwen3_5(k: _Keys) -> dict[str, Any]:
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                  for i in range(layers)]
     kinds = ("full_attention", "linear_attention")
-    if not isinstance(types, list) or len(types) != layers or not set(types) <= set(kinds):
+    if not _kind_list(types, layers) or not set(types) <= set(kinds):
         raise SpecError(f"{k.where}: key 'layer_types' must list {layers} kinds, "
                         "'full_attention' or 'linear_attention'")
     out: dict[str, Any] = {"layer_types": list(types), "linear_attention": _gated_delta_net(k),
@@ -761,21 +777,23 @@ _FAMILIES: dict[str, _Family] = {
 
 @dataclass(frozen=True, slots=True)
 class LocatedConfig:
-    """Where a config.json was found: its local path, the name it suggests, its source URL."""
+    """Where a config.json was found: its local path, the name it suggests, its source URL,
+    and the Hub repo it was read from (None for a local file)."""
 
     path: Path
     name: str
     source: str
+    repo: str | None = None
 
 
 def locate_config(where: str, *, cache_dir: Path | None = None) -> LocatedConfig:
     """A config.json path as given, or a Hugging Face repo id fetched through huggingface_hub's
     cache (offline from the cache when HF_HUB_OFFLINE=1). One line on any failure."""
     path = Path(where)
-    if path.is_dir():
+    if probe(path, "is_dir"):
         path = path / "config.json"
-    if path.exists() or "/" not in where or not is_hub_id(where):
-        if not path.exists():
+    if probe(path, "exists") or "/" not in where or not is_hub_id(where):
+        if not probe(path, "exists"):
             raise SpecError(f"{where}: cannot read (no such file, and not a Hub repo id "
                             "such as Org/Name)")
         folder = path.resolve().parent.name
@@ -819,4 +837,5 @@ def _download(repo_id: str, cache_dir: Path | None) -> LocatedConfig:
     path = Path(local)
     revision = path.parent.name
     return LocatedConfig(path, repo_id.split("/", 1)[1],
-                         f"https://huggingface.co/{repo_id}/blob/{revision}/config.json")
+                         f"https://huggingface.co/{repo_id}/blob/{revision}/config.json",
+                         repo=repo_id)

@@ -143,8 +143,10 @@ def _builtin_match(kind: str, name: str) -> Path | None:
     return None
 
 
-def _probe(path: Path, test: str) -> bool:
-    """path.exists() / is_file() / is_dir(), False where the OS refuses the name (too long)."""
+def probe(path: Path, test: str) -> bool:
+    """path.exists() / is_file() / is_dir(), False where the OS refuses the name (too long):
+    every test of a user's path goes through it, so an overlong name is an ordinary 'no such
+    file', never an OSError from the test."""
     try:
         return bool(getattr(path, test)())
     except OSError:
@@ -159,12 +161,12 @@ def resolve_path(kind: str, name: str) -> Path:
     """
     candidate = Path(name)
     path = None if candidate.suffix in (".yaml", ".yml") else _builtin_match(kind, name)
-    if path is None and (candidate.suffix in (".yaml", ".yml") or _probe(candidate, "exists")
+    if path is None and (candidate.suffix in (".yaml", ".yml") or probe(candidate, "exists")
                          or os.sep in name):
         shown = name if len(name) <= 60 else name[:57] + "..."
-        if _probe(candidate, "is_dir"):
+        if probe(candidate, "is_dir"):
             raise SpecError(f"{shown}: is a folder, not a {kind} YAML file")
-        if not _probe(candidate, "is_file"):
+        if not probe(candidate, "is_file"):
             raise SpecError(f"{shown}: no such {kind} file")
         return candidate
     if path is None or not path.is_file():
@@ -205,7 +207,7 @@ def read_text(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) ->
 def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) -> bytes:
     """A file's bytes, refused (one SpecError naming it) when it is a folder, unreadable or
     larger than `limit` bytes, found by reading at most `limit` + 1 bytes."""
-    if _probe(path, "is_dir"):
+    if probe(path, "is_dir"):
         raise SpecError(f"{path}: is a folder, not a {what}")
     try:
         with open(path, "rb") as handle:
@@ -605,7 +607,10 @@ def _check_source(source: object, dotted: str, path: Path) -> str:
     return source
 
 
-MAX_INTEGER = 10**9  # default cap on integer spec fields (layers, heads, sizes, counts)
+MAX_INTEGER = 10**9  # default cap on integer spec fields (heads, sizes, counts)
+# Layers of one model or drafter: per-layer tuples are built from the count, so 10**9 layers
+# held the loader for minutes and gigabytes. The deepest published decoder has ~120 layers.
+MAX_LAYERS = 10_000
 
 
 def show(value: object, width: int = 40) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from specsim.errors import SpecError, check_int, parameter_error
 from specsim.specs.defaults import MAX_TP
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.io import Fields, SpecFile, read_spec_file, resolve_path
+from specsim.specs.io import MAX_LAYERS, Fields, SpecFile, read_spec_file, resolve_path
 from specsim.specs.names import read_display_name, read_hub_id
 
 LAYER_KINDS = ("full_attention", "sliding_attention", "linear_attention", "mamba", "mlp_only")
@@ -409,7 +409,7 @@ def model_from_file(spec: SpecFile, *, slug: str) -> Model:
 
 
 def _build(f: Fields, spec: SpecFile, slug: str) -> Model:
-    num_layers = f.integer("num_layers", minimum=1)
+    num_layers = f.integer("num_layers", minimum=1, maximum=MAX_LAYERS)
     heads = f.integer("num_attention_heads", minimum=1)
     hidden = f.integer("hidden_size", minimum=1)
     if not f.has("head_dim") and hidden % heads:

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import yaml
 
 from specsim.errors import SpecError
-from specsim.specs.io import _probe, _StrictLoader, show
+from specsim.specs.io import _StrictLoader, probe, show
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
@@ -46,6 +46,46 @@ def check_writable(path: Path, *, force: bool, suffixes: tuple[str, ...] = ()) -
             raise SpecError(f"{path}: exists; pass --force to overwrite")
     except OSError as err:
         raise SpecError(f"{path}: cannot write there ({err.strerror or err})") from None
+
+
+def check_files_folder(folder: Path, *, option: str) -> None:
+    """Refuse a folder to write files into (recommend's --configs-out) before any work is done:
+    an existing file, a path under a file, or a name longer than the filesystem allows is one
+    SpecError naming the folder and the option. A missing folder is fine (it is created)."""
+    try:
+        check_name_lengths(folder)
+        for path in (folder, *folder.parents):
+            if path.exists():
+                if not path.is_dir():
+                    what = "is a file" if path == folder else f"is under the file {path}"
+                    raise SpecError(f"{folder}: {option} {what}; give a folder")
+                break
+    except OSError as err:
+        raise SpecError(f"{folder}: cannot use as the {option} folder "
+                        f"({err.strerror or err})") from None
+
+
+def write_files(folder: Path, files: Mapping[str, bytes], *, force: bool) -> list[Path]:
+    """Write each named file into `folder`, all checked first and none written if one is
+    refused (an existing different file without `force`); a file already holding the same
+    bytes is left as it is. Returns the paths."""
+    paths = {folder / name: data for name, data in files.items()}
+    for path, data in paths.items():
+        if probe(path, "is_file") and _same_bytes(path, data):
+            continue  # the same file again: nothing to overwrite
+        check_writable(path, force=force)
+    for path, data in paths.items():
+        make_parent(path)
+        atomic_write_bytes(path, data)
+    return list(paths)
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(data) + 1) == data
+    except OSError:
+        return False
 
 
 def atomic_write(path: Path, write: Callable[[TextIO], object]) -> None:
@@ -130,7 +170,7 @@ def check_name_lengths(path: Path) -> None:
     """Refuse a path with a component longer than its filesystem allows, as one SpecError (the
     OS would raise ENAMETOOLONG from wherever the name is first used)."""
     limit = NAME_MAX_BYTES
-    existing = next((p for p in (path, *path.parents) if _probe(p, "is_dir")), None)
+    existing = next((p for p in (path, *path.parents) if probe(p, "is_dir")), None)
     if existing is not None and hasattr(os, "pathconf"):
         try:
             limit = int(os.pathconf(existing, "PC_NAME_MAX"))

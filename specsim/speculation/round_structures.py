@@ -181,6 +181,20 @@ class StopLengths:
         return np.asarray(at_most - below, dtype=np.float64)
 
 
+# A finite kappa outside this range is as sharp (or as blunt) as the bounds 0 and inf, and
+# scipy's Beta quantiles break there (NaN atoms past ~1e30, an overflow below ~1e-300).
+HEAD_CONCENTRATION_RANGE = (1e-12, 1e12)
+
+
+def check_head_concentration(value: float) -> None:
+    """kappa: 0 (a head that knows each outcome), inf (one that knows only alpha), or a finite
+    value in HEAD_CONCENTRATION_RANGE."""
+    low, high = HEAD_CONCENTRATION_RANGE
+    if not (value == 0.0 or value == math.inf or low <= value <= high):
+        raise parameter_error("head_concentration", f"must be 0, inf or in [{low:g}, {high:g}], "
+                              f"got {value:g}")
+
+
 def head_atoms(alpha: float, concentration: float) -> tuple[FloatArray, FloatArray]:
     """Per-token acceptances a calibrated head predicts, as (values, probabilities) with mean
     alpha: Beta(kappa alpha, kappa (1 - alpha)) cut into BETA_ATOMS equal-probability bins,
@@ -238,8 +252,7 @@ def stop_lengths(alphas: ArrayLike, thresholds: ArrayLike, head_concentration: f
         raise parameter_error("alphas", "need one or more positions")
     if np.any(~((h >= 0.0) & (h <= 1.0))):
         raise parameter_error("threshold", f"must lie in [0, 1], got {h}")
-    if not head_concentration >= 0.0:
-        raise parameter_error("head_concentration", f"must be >= 0, got {head_concentration}")
+    check_head_concentration(head_concentration)
     g = a.size
     check_int(stride, "stride", low=1, high=g)
     if g % stride:
@@ -412,6 +425,7 @@ def compare_structures(setup: Setup, profile: AcceptanceProfile, batch: ArrayLik
     check_int(max_gamma, "max_gamma", low=1, high=1_000)
     check_int(max_stages, "max_stages", low=1, high=64)
     check_number(stage_acceptance, "stage_acceptance", low=0.0, high=1.0)
+    check_head_concentration(head_concentration)
     if device not in DEVICES:
         raise parameter_error("overlap_device",
                               f"{device!r} is not one of {', '.join(DEVICES)}")

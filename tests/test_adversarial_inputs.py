@@ -1,0 +1,197 @@
+"""Regression cases from a second adversarial campaign, beyond tests/fuzz_cases.py.
+
+Each case is one command line plus the files it needs; each must end in exit 2 with one line
+on stderr that names the file, field or option (`needle`), leave every file as it was, and
+raise nothing but SystemExit (the contract of tests/test_fuzz.py). Run in-process
+(fuzz_cases.run_case), so the whole file takes seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fuzz_cases import Case, lay_out, run_case, snapshot
+
+REPO = Path(__file__).resolve().parent.parent
+HF_CONFIGS = REPO / "tests" / "fixtures" / "hf_configs"
+
+LONG_NAME = "x" * 300  # one path component over the filesystem's 255 bytes
+LONG_PATH = "/".join(["y" * 200] * 30)  # a path over PATH_MAX
+REC = ("recommend", "--drafter", "eagle3-llama-3.1-8b", "--batch", "1", "--max-nodes", "8")
+
+
+def _spec(folder: str, slug: str, **changes: object) -> bytes:
+    """A built-in spec with top-level fields changed, as YAML bytes."""
+    data = yaml.safe_load((REPO / folder / f"{slug}.yaml").read_text(encoding="utf-8"))
+    data.update(changes)
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+def _config(fixture: str, *path: str | int, value: object) -> bytes:
+    """A config.json fixture with the key at `path` set to `value`, as JSON bytes."""
+    data = json.loads((HF_CONFIGS / f"{fixture}.json").read_text(encoding="utf-8"))
+    node: Any = copy.deepcopy(data)
+    inner = node
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = value
+    return json.dumps(node).encode()
+
+
+def _import(label: str, text: bytes, needle: str) -> Case:
+    return Case(kind="adversarial", label=label,
+                args=("models", "import", "c.json", "--out", "o.yaml"),
+                files={"c.json": text}, needle=needle)
+
+
+def _case(label: str, *args: str, needle: str, files: dict[str, bytes] | None = None) -> Case:
+    return Case(kind="adversarial", label=label, args=args, files=files or {}, needle=needle)
+
+
+CASES = [
+    # a name the OS refuses (ENAMETOOLONG) is 'no such file', not an OSError traceback
+    *[_case(f"models-import-{kind}", "models", "import", name, "--out", "o.yaml",
+            needle=name[:20])
+      for kind, name in (("long-name", LONG_NAME), ("long-path", LONG_PATH))],
+    *[_case(f"drafters-import-{kind}", "drafters", "import", name, "--target", "llama-3.1-8b",
+            "--out", "o.yaml", needle=name[:20])
+      for kind, name in (("long-name", LONG_NAME), ("long-path", LONG_PATH))],
+    *[_case(f"calibrate-{kind}", "calibrate", name, "--out", "o.yaml", needle=name[:20])
+      for kind, name in (("long-name", LONG_NAME), ("long-path", LONG_PATH),
+                         ("long-yaml-name", LONG_NAME + ".csv"))],
+    _case("calibrate-vidur-long-name", "calibrate", LONG_NAME, "--format", "vidur", "--device",
+          "a100", "--out", "o.yaml", needle=LONG_NAME[:20]),
+    *[_case(f"configs-out-{kind}", *REC, "--engine", "trtllm", "--configs-out", name,
+            needle=name[:20])
+      for kind, name in (("long-name", LONG_NAME), ("long-path", LONG_PATH))],
+    _case("configs-out-under-a-file", *REC, "--engine", "trtllm", "--configs-out", "afile/sub",
+          files={"afile": b"x"}, needle="--configs-out"),
+    _case("transferred-long-path", "roofline", "--hardware", f"transferred/{LONG_PATH}",
+          "--tokens", "1", needle="hardware"),
+    _case("transferred-long-name", "roofline", "--hardware", "transferred/" + "a" * 5000,
+          "--tokens", "1", needle="hardware"),
+    # the adaptive stop's head concentration where scipy's Beta breaks: a ValueError from
+    # numpy (1e308: NaN atoms) or an OverflowError from boost (1e-308)
+    *[_case(f"head-concentration-{value}", *REC, "--head-concentration", value,
+            needle="--head-concentration") for value in ("1e308", "1e30", "1e-308", "-inf")],
+    # two overlap modes: the last silently won (sglang:sync:overlap ran overlapped)
+    *[_case(f"engine-{name}", "roofline", "--engine", name, "--tokens", "1", needle=name)
+      for name in ("sglang:sync:sync", "vllm:sync:overlap", "sglang:overlap:sync")],
+    # a layer count the spec's per-layer lists are built from: 10**9 held the loader for
+    # minutes and gigabytes (roofline, memory, speedup); refused by name
+    _case("model-num-layers-1e9", "roofline", "--model", "m.yaml", "--tokens", "1",
+          files={"m.yaml": _spec("workloads/models", "llama-3.1-8b", num_layers=10**9)},
+          needle="num_layers"),
+    _case("model-num-layers-20000", "memory", "--model", "m.yaml",
+          files={"m.yaml": _spec("workloads/models", "qwen3-30b-a3b", num_layers=20_000)},
+          needle="num_layers"),
+    _case("drafter-layers-1e9", "memory", "--model", "qwen3-8b", "--drafter", "d.yaml",
+          files={"d.yaml": _spec("workloads/drafters", "qwen3-0.6b-for-qwen3-8b",
+                                 layers=10**9)}, needle="layers"),
+    # config.json: a layer count of 10**12 built a 10**12-entry list (hang), 10**30 overflowed;
+    # a list inside a list of kinds, or a mapping as the quantization method, was a TypeError
+    _import("gemma-2-layers-1e12", _config("gemma-2-9b", "num_hidden_layers", value=10**12),
+            "num_hidden_layers"),
+    _import("phi-3-layers-1e30", _config("phi-3-mini-4k-instruct", "num_hidden_layers",
+                                         value=10**30), "num_hidden_layers"),
+    _import("llama-4-layers-1e30", _config("llama-4-maverick-17b-128e-instruct", "text_config",
+                                           "num_hidden_layers", value=10**30),
+            "num_hidden_layers"),
+    _import("hidden-size-1e12", _config("olmo-2-1124-7b", "hidden_size", value=10**12),
+            "hidden_size"),
+    _import("qwen3.5-layer-kind-list", _config("qwen3.5-397b-a17b", "text_config",
+                                               "layer_types", 1, value=[1]), "layer_types"),
+    _import("glm-5.2-mlp-kind-mapping", _config("glm-5.2", "mlp_layer_types", 0,
+                                                value={"a": 1}), "mlp_layer_types"),
+    _import("glm-5.2-indexer-kind-list", _config("glm-5.2", "indexer_types", 3, value=["full"]),
+            "indexer_types"),
+    _import("quant-method-mapping", _config("deepseek-r1", "quantization_config",
+                                            "quant_method", value={}), "quant_method"),
+    _import("q-lora-rank-string", _config("deepseek-r1", "q_lora_rank", value="1536"),
+            "q_lora_rank"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
+def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    lay_out(case, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    outcome = run_case(case)
+    assert outcome.error is None, f"uncaught {type(outcome.error).__name__}: {outcome.error}"
+    assert outcome.code == 2, (outcome.code, outcome.stderr[-400:])
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 400, outcome.stderr[:600]
+    assert lines[0].startswith("specsim: error:"), lines[0]
+    assert case.needle in lines[0], (case.needle, lines[0])
+    assert snapshot(tmp_path) == before, "a file was written or changed"
+
+
+def test_bench_plan_names_the_drafter_not_an_internal_row(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drafter made for another target: the line named 'bench-plan.yaml row k2-tau2-c1: field
+    drafter_spec' and a YAML field to set, none of which the user wrote or can set."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("bench-plan", "bench", "plan", "--drafter", "eagle3-llama-3.1-8b",
+                             "--model", "qwen3-8b", needle=""))
+    assert outcome.code == 2 and outcome.error is None
+    line = outcome.stderr.strip()
+    assert line == ("specsim: error: drafter eagle3-llama-3.1-8b (made for llama-3.1-8b) does "
+                    "not fit target qwen3-8b: vocabulary 128256 vs 151936"), line
+    assert not any(tmp_path.iterdir())
+
+
+def _latency(group: dict[str, object] | None = None, row: dict[str, object] | None = None,
+             length: dict[str, object] | None = None) -> bytes:
+    """The built-in serving-latency file with its first group and first row changed."""
+    data = yaml.safe_load((REPO / "workloads" / "latency" / "serving-latency.yaml").read_text(
+        encoding="utf-8"))
+    gid = next(iter(data["groups"]))
+    data["groups"][gid].update(group or {})
+    data["groups"][gid]["prompt_tokens"].update(length or {})
+    data["rows"][0].update(row or {})
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+LATENCY_CASES = [
+    # an integer too large for a float raised a numpy TypeError from np.isfinite
+    ({"row": {"concurrency": 10**40}}, "concurrency"),
+    ({"row": {"measured": 10**40}}, "measured"),
+    # 1e308 ran: numpy RuntimeWarnings on stderr, then 'm: need finite values' naming no file
+    ({"row": {"concurrency": 1e308}}, "concurrency"),
+    ({"row": {"concurrency": 2.5}}, "concurrency"),
+    ({"row": {"id": None}}, "'id'"),
+    # the group's names were checked only when priced: 'unknown model 'inf'' naming no file
+    ({"group": {"model": float("inf")}}, "model"),
+    ({"group": {"hardware": "no-such-gpu"}}, "hardware"),
+    ({"group": {"engine": [1, 2]}}, "engine"),
+    ({"group": {"tp": 2.7}}, "tp"),
+    ({"group": {"tp": 3}}, "tp"),
+    ({"group": {"source": None}}, "source"),
+    ({"length": {"median": 1e308}}, "median"),
+    ({"length": {"p90": 1.0}}, "p90"),
+    ({"length": {"source": 5}}, "source"),
+]
+
+
+@pytest.mark.parametrize(("change", "field"), LATENCY_CASES,
+                         ids=[f"{next(iter(c))}-{f}-{i}" for i, (c, f) in
+                              enumerate(LATENCY_CASES)])
+def test_a_bad_latency_file_names_the_file_and_the_field(change: dict[str, dict[str, object]],
+                                                         field: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    case = _case("latency", "validate", "--latency", "lat.yaml", needle="lat.yaml",
+                 files={"lat.yaml": _latency(**change)})
+    lay_out(case, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(case)
+    assert outcome.error is None, f"uncaught {type(outcome.error).__name__}: {outcome.error}"
+    lines = outcome.stderr.strip().splitlines()
+    assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-600:]
+    assert "lat.yaml" in lines[0] and field in lines[0], lines[0]
