@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fuzz_cases import Case, lay_out, run_case, snapshot
+from fuzz_cases import Case, _profile_lines, lay_out, run_case, snapshot
 
 REPO = Path(__file__).resolve().parent.parent
 HF_CONFIGS = REPO / "tests" / "fixtures" / "hf_configs"
@@ -114,6 +114,25 @@ CASES = [
                                             "quant_method", value={}), "quant_method"),
     _import("q-lora-rank-string", _config("deepseek-r1", "q_lora_rank", value="1536"),
             "q_lora_rank"),
+    # a profile is one GPU's: rows of another device, a device line given twice (which one
+    # held was the last), or KV heads per GPU past any model were fitted as given
+    *[_case(f"profile-{label}", "calibrate", "p.csv", "--hardware", "h100-sxm", "--out",
+            "o.yaml", files={"p.csv": text}, needle=needle)
+      for label, text, needle in (
+          ("row-of-another-device",
+           "\n".join(["# device: cpu", *_profile_lines()[:-1],
+                       _profile_lines()[-1].replace("cpu,", "gpu1,", 1)]).encode(),
+           "column 'device'"),
+          ("rows-of-two-devices",
+           "\n".join([*_profile_lines()[:-1],
+                       _profile_lines()[-1].replace("cpu,", "gpu1,", 1)]).encode(),
+           "column 'device'"),
+          ("device-line-twice",
+           "\n".join(["# device: cpu", "# device: gpu", *_profile_lines()]).encode(),
+           "metadata 'device' given twice"),
+          ("kv-heads-per-gpu-huge",
+           "\n".join(["# kv_heads_per_gpu: 100000000000000000000000",
+                       *_profile_lines()]).encode(), "kv_heads_per_gpu"))],
 ]
 
 

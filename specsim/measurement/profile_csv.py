@@ -129,6 +129,14 @@ def read_profile(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, 
     lines = [line for line, _ in rows]
     raw = pd.DataFrame([fields for _, fields in rows], columns=header, dtype=object)
     frame = validate_profile(raw[list(PROFILE_COLUMNS)], source=source, lines=lines)
+    devices = sorted(set(frame["device"]))
+    stated = metadata.get("device", "")
+    # a profile is one GPU's: rows of another device would be fitted as this one
+    if len(devices) > 1 or (stated and devices and devices[0] != stated):
+        other = next(i for i, d in enumerate(frame["device"]) if d != (stated or devices[0]))
+        raise SpecError(f"{source}: line {lines[other]}, column 'device': "
+                        f"{frame['device'].iloc[other]!r}, but the profile is "
+                        f"{stated or devices[0]!r}'s (one GPU per profile)")
     frame.attrs["path"] = source
     return frame, metadata
 
@@ -137,11 +145,16 @@ def _split_lines(text: str, source: str
                  ) -> tuple[dict[str, str], list[str], list[tuple[int, list[str]]]]:
     """Metadata from `# key: value` lines; the CSV header; data rows with their line numbers."""
     metadata: dict[str, str] = {}
+    seen: dict[str, int] = {}
     body: list[tuple[int, str]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.startswith("#"):
             key, sep, value = line[1:].partition(":")
             if sep and key.strip():
+                if key.strip() in seen:  # which one holds would be a guess
+                    raise SpecError(f"{source}: line {number}: metadata '{key.strip()}' given "
+                                    f"twice (also line {seen[key.strip()]})")
+                seen[key.strip()] = number
                 metadata[key.strip()] = value.strip()
         elif line.strip():
             body.append((number, line))

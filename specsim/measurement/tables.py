@@ -66,6 +66,10 @@ def l2_statement(points: pd.DataFrame, fmt: str, metadata: dict[str, str] | None
             f"({model}, TP {tp})")
 
 
+# KV heads one GPU holds: far above any model's (DeepSeek-V3's MLA: 128 heads on one GPU).
+MAX_KV_HEADS_PER_GPU = 4096
+
+
 def from_specsim(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
     """A `specsim profile` CSV and its metadata header."""
     frame, meta = read_profile(path)
@@ -78,6 +82,9 @@ def from_specsim(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
             from None
     if (out["op_class"] == "attention").any() and out["kv_heads"].iloc[0] < 1:
         raise SpecError(f"{path}: attention rows need metadata 'kv_heads_per_gpu' >= 1")
+    if not 0 <= int(kv) <= MAX_KV_HEADS_PER_GPU:
+        raise SpecError(f"{path}: metadata 'kv_heads_per_gpu' must be in 0..{MAX_KV_HEADS_PER_GPU}"
+                        f", got {kv!r}")
     return out[list(MEASUREMENT_COLUMNS)], meta
 
 
