@@ -554,3 +554,18 @@ def test_a_plain_answer_prints_commands_with_their_batch_cap() -> None:
     (trtllm,) = [c for c in plan.answer_commands if c.engine == "trtllm"]
     assert yaml.safe_load(dict(trtllm.files)[argvs["trtllm"][3]]) == {
         "cuda_graph_config": {"enable_padding": True, "max_batch_size": s.batch}}
+
+
+def test_slo_bounds_below_ten_ms_keep_their_digits() -> None:
+    """A bound under 10 ms is printed to three significant digits: 4 us was 'at most 0 ms'."""
+    import types
+
+    from specsim.present.report import slo_text
+    from specsim.serving.capacity import Slo
+
+    plan = types.SimpleNamespace(slo=Slo(min_tokens_per_s_per_user=250.0, max_ttft_p90_s=4e-6,
+                                         max_itl_p99_s=0.25))
+    text = slo_text(plan)  # type: ignore[arg-type]
+    assert "(TPOT at most 4 ms," in text
+    assert "TTFT p90 at most 0.004 ms" in text
+    assert "chunks at most 250 ms" in text

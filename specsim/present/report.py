@@ -211,15 +211,22 @@ def slo_text(plan: Plan) -> str:
     """The SLO in words, with the option that sets each bound."""
     slo = plan.slo
     parts = [f"every user sees at least {slo.min_tokens_per_s_per_user:g} output tokens/s "
-             f"(TPOT at most {1e3 / slo.min_tokens_per_s_per_user:,.0f} ms, "
+             f"(TPOT at most {_bound_ms(1.0 / slo.min_tokens_per_s_per_user)} ms, "
              "--min-tokens-per-s-per-user)" if slo.min_tokens_per_s_per_user > 0 else
              "no per-user speed bound"]
     if slo.max_ttft_p90_s is not None:
-        parts.append(f"TTFT p90 at most {slo.max_ttft_p90_s * 1e3:,.0f} ms (--max-ttft-p90-ms)")
+        parts.append(f"TTFT p90 at most {_bound_ms(slo.max_ttft_p90_s)} ms (--max-ttft-p90-ms)")
     if slo.max_itl_p99_s is not None:
-        parts.append(f"p99 gap between streamed chunks at most {slo.max_itl_p99_s * 1e3:,.0f} "
+        parts.append(f"p99 gap between streamed chunks at most {_bound_ms(slo.max_itl_p99_s)} "
                      "ms (--max-itl-p99-ms)")
     return "; ".join(parts)
+
+
+def _bound_ms(seconds: float) -> str:
+    """A bound in ms as the user would read it: whole ms, or three significant digits below
+    10 ms (a bound of 0.004 ms printed as 'at most 0 ms' reads as nothing)."""
+    ms = seconds * 1e3
+    return f"{ms:,.0f}" if ms >= 10 else f"{ms:.3g}"
 
 
 def _section_slo(plan: Plan, add: Callable[..., None]) -> None:
