@@ -341,6 +341,10 @@ def test_force_with_other_drafters_leaves_no_stale_file_and_counts_what_it_wrote
     said = re.search(r"and (\d+) plots and tables", result.stdout)
     assert said is not None and int(said.group(1)) == len(names) - 2  # all but report.md/.html
     assert entries(tmp_path) == ["out"]
+    # the answer's first sentence on the terminal, as the report's Answer starts
+    (answer,) = [line for line in result.stdout.splitlines() if line.startswith("answer: ")]
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert answer.removeprefix("answer: ").rstrip(".") in report
 
 
 def test_a_held_lock_makes_a_second_run_fail_at_once(tmp_path: Path) -> None:

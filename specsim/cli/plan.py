@@ -72,7 +72,7 @@ def plan(
     The report folder is written whole: into a hidden folder beside --out, then renamed into
     place; --out may not be a symbolic link (give the folder it points to).
     """
-    from specsim.present.report import render_report
+    from specsim.present.report import headline, render_report
     from specsim.serving.capacity import TP_DEGREES
     from specsim.serving.plan import make_plan
     from specsim.specs.outputs import OutputFolder
@@ -101,5 +101,6 @@ def plan(
                            disaggregate=disaggregate, progress=progress)
         progress("writing the report")
         files = folder.publish(render_report(result))
+    echo(f"answer: {headline(result)}")
     echo(f"wrote {out / 'report.md'}, {out / 'report.html'} and {len(files) - 2} plots and "
          "tables")

@@ -421,6 +421,14 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
         add("p", f"Note: {note}")
 
 
+def headline(plan: Plan) -> str:
+    """The answer's first sentence (what to serve, on how many GPUs, for which demand), for a
+    terminal line beside the report."""
+    text = answer_text(plan)
+    end = text.find(". Each user")
+    return text if end < 0 else text[:end + 1]
+
+
 def answer_text(plan: Plan) -> str:
     """The answer in words: setting, TP, batch, throughput, latency, the SLO and the demand,
     the GPU count with and without speculation, why speculation pays or not, and the
