@@ -905,3 +905,23 @@ def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
     """Every file under root: modification time and contents."""
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes())
             for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def check_case(case: Case, root: Path, *, usage_ok: bool = True) -> None:
+    """The contract of every malformed input: laid out under `root` (the working folder) and
+    run, it raises nothing but SystemExit and ends in one of `case.expect`; unless that is
+    exit 0, in one line of stderr under 400 characters that names `case.needle`, with every
+    file under `root` as it was. `usage_ok`: click's own 'Usage' line counts as the one line."""
+    lay_out(case, root)
+    before = snapshot(root)
+    outcome = run_case(case)
+    assert outcome.error is None, f"uncaught {type(outcome.error).__name__}: {outcome.error}"
+    assert outcome.code in case.expect, (outcome.code, outcome.stderr[-400:])
+    if outcome.code == 0:
+        return
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 400, outcome.stderr[:600]
+    assert lines[0].startswith("specsim: error:") or (
+        usage_ok and lines[0].startswith("Usage")), lines[0]
+    assert case.needle in lines[0], (case.needle, lines[0])
+    assert snapshot(root) == before, "a file was written or changed"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fuzz_cases import Case, _profile_lines, lay_out, run_case, snapshot
+from fuzz_cases import Case, _profile_lines, check_case, lay_out, run_case
 
 REPO = Path(__file__).resolve().parent.parent
 HF_CONFIGS = REPO / "tests" / "fixtures" / "hf_configs"
@@ -139,17 +139,8 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    lay_out(case, tmp_path)
     monkeypatch.chdir(tmp_path)
-    before = snapshot(tmp_path)
-    outcome = run_case(case)
-    assert outcome.error is None, f"uncaught {type(outcome.error).__name__}: {outcome.error}"
-    assert outcome.code == 2, (outcome.code, outcome.stderr[-400:])
-    lines = outcome.stderr.strip().splitlines()
-    assert len(lines) == 1 and len(lines[0]) < 400, outcome.stderr[:600]
-    assert lines[0].startswith("specsim: error:"), lines[0]
-    assert case.needle in lines[0], (case.needle, lines[0])
-    assert snapshot(tmp_path) == before, "a file was written or changed"
+    check_case(case, tmp_path, usage_ok=False)
 
 
 def test_bench_plan_names_the_drafter_not_an_internal_row(tmp_path: Path,
