@@ -160,6 +160,9 @@ def _split_lines(text: str, source: str
             body.append((number, line))
     if not body:
         raise SpecError(f"{source}: empty profile: no CSV header and no data rows")
+    if len(body) - 1 > MAX_PROFILE_ROWS:
+        raise SpecError(f"{source}: {len(body) - 1:,} data rows; a profile has at most "
+                        f"{MAX_PROFILE_ROWS:,} (calibrating 90,000 takes half a minute)")
     parsed = [(number, _fields(line, number, source)) for number, line in body]
     header = [name.strip() for name in parsed[0][1]]
     if len(parsed) == 1:
@@ -222,6 +225,9 @@ def validate_profile(frame: pd.DataFrame, *, source: str = "profile",
 
 
 MAX_PROFILE_INT = 2**40  # shapes, counts and repeats: far above any real kernel
+# Rows of one profile: twice Vidur's public A100 tables (50,506 points), far above what
+# `specsim profile` writes; the fit's time grows with them (33 s at 90,000 on 2 cores).
+MAX_PROFILE_ROWS = 100_000
 MAX_KERNEL_S = 3600.0  # one timed kernel run longer than an hour is a unit error
 
 
