@@ -198,8 +198,9 @@ def test_report_numbers_equal_the_library(small_report: tuple[object, Path]) -> 
     md = (out / "report.md").read_text()
     assert f"{best.throughput_per_gpu:,.0f} output tokens/s per GPU" in md
     assert best.gpus == best.gpus_for(50_000)
-    assert (f"{best.gpus} GPUs ({best.gpus // best.tp} replicas of TP {best.tp}) for 50,000 "
-            "output tokens/s") in md
+    replicas = best.gpus // best.tp  # "1 replica", "2 replicas"
+    assert (f"{best.gpus} GPUs ({replicas} replica{'s' * (replicas != 1)} of TP {best.tp}) "
+            "for 50,000 output tokens/s") in md
     slo = (out / "slo.csv").read_text().splitlines()
     assert slo[1].startswith("with speculation") and f",{best.gpus}," in slo[1]
 
@@ -296,8 +297,8 @@ def test_answer_names_the_command_of_its_own_setting(small_report: tuple[object,
     # the SLO, the demand and plain decoding are stated in the Answer with their meaning
     assert "at least 100 output tokens/s (TPOT at most 10 ms, --min-tokens-per-s-per-user)" \
         in answer
-    assert f"{best.gpus} GPUs ({best.replicas} replicas of TP {best.tp}) for 50,000 output " \
-        "tokens/s" in answer
+    assert (f"{best.gpus} GPUs ({best.replicas} replica{'s' * (best.replicas != 1)} of TP "
+            f"{best.tp}) for 50,000 output tokens/s") in answer
     plain = plan.best_plain  # type: ignore[attr-defined]
     assert (f"Without speculation: {plain.gpus} GPUs (TP {plain.tp}, batch {plain.batch:,} "
             "per replica") in answer
@@ -569,3 +570,9 @@ def test_slo_bounds_below_ten_ms_keep_their_digits() -> None:
     assert "(TPOT at most 4 ms," in text
     assert "TTFT p90 at most 0.004 ms" in text
     assert "chunks at most 250 ms" in text
+
+
+def test_one_replica_is_singular() -> None:
+    from specsim.present.report import _replicas
+
+    assert (_replicas(1), _replicas(2)) == ("1 replica", "2 replicas")

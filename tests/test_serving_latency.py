@@ -99,7 +99,8 @@ def test_the_answer_gives_gpus_with_and_without_speculation(users_plan: object) 
     plan = users_plan
     text = answer_text(plan)  # type: ignore[arg-type]
     b, p = plan.best, plan.best_plain  # type: ignore[attr-defined]
-    assert f"{b.gpus} GPUs ({b.replicas} replicas of TP 1) for 2,000 concurrent users" in text
+    assert (f"{b.gpus} GPUs ({b.replicas} replica{'s' * (b.replicas != 1)} of TP 1) for 2,000 "
+            "concurrent users") in text
     if b.nodes:
         assert f"Without speculation: {p.gpus} GPUs" in text
     assert "Why speculation" in text

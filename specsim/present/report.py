@@ -421,6 +421,10 @@ def _section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
         add("p", f"Note: {note}")
 
 
+def _replicas(n: int) -> str:
+    return f"{n} replica" + ("" if n == 1 else "s")
+
+
 def headline(plan: Plan) -> str:
     """The answer's first sentence (what to serve, on how many GPUs, for which demand), for a
     terminal line beside the report."""
@@ -448,7 +452,7 @@ def answer_text(plan: Plan) -> str:
                   " (no engine runs this drafter: specsim's model only)"))
             + f", at {s.layout} with {s.batch:,} concurrent requests per "
             + ("TP group" if s.ep > s.tp else "replica") + ": "
-            f"{s.gpus} GPUs ({s.replicas} replicas of {s.layout}) for {demand}"
+            f"{s.gpus} GPUs ({_replicas(s.replicas)} of {s.layout}) for {demand}"
             + (f", on {where}" if (where := nodes_text(plan.hardware, s.gpus, s.unit_gpus))
                else "") + ". Each user "
             f"sees {s.tokens_per_s_per_user:,.0f} tokens/s (TPOT {s.tpot_s * 1e3:,.1f} ms), "
@@ -530,11 +534,11 @@ def disaggregated_text(plan: Plan) -> str:
     what = "no speculation" if dec.nodes == 0 else f"{dec.drafter}, {_setting_text(dec)}"
     lat = dec.latency
     return (
-        f"Disaggregated (--disaggregate): prefill pool {pre.gpus} GPUs ({pre.replicas} "
-        f"replicas of {pre.layout}, the target only) for "
+        f"Disaggregated (--disaggregate): prefill pool {pre.gpus} GPUs "
+        f"({_replicas(pre.replicas)} of {pre.layout}, the target only) for "
         f"{pre.prompts_per_s:,.1f} prompts/s: one pass of {pre.pass_tokens:,.0f} prompt tokens "
         f"takes {pre.pass_s * 1e3:,.1f} ms, so the pool runs {pre.utilization:.0%} busy. Decode "
-        f"pool {dec.gpus} GPUs ({dec.replicas} replicas of {dec.layout}, "
+        f"pool {dec.gpus} GPUs ({_replicas(dec.replicas)} of {dec.layout}, "
         f"{what}, batch {dec.batch:,} per replica; the drafter's weights, cache and passes are "
         f"here only), {dec.tokens_per_s_per_user:,.0f} tokens/s per user. Total "
         f"{split.total_gpus} GPUs" + (f" ({total_nodes})" if total_nodes else "")
