@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from specsim.errors import SpecError
 from specsim.specs.io import MAX_INTEGER, MAX_LAYERS, probe, read_json, show
@@ -39,8 +39,6 @@ _UNMODELLED_KEYS = {
     "o_lora_rank": "a grouped low-rank output projection (DeepSeek-V4)",
     "hc_mult": "hyper-connections: several residual streams (DeepSeek-V4)",
 }
-# A family's derived defaults name a key of the config that is wrong under this entry.
-_BAD_DERIVED = "_bad_key"
 # Keys a family's configs all carry, whose set value is a block the spec cannot express
 # (Gemma 4: transformers' Gemma4TextConfig).
 _UNMODELLED_WHEN_SET = {
@@ -106,7 +104,7 @@ class _Family:
 
     defaults: Mapping[str, Any] = field(default_factory=dict)
     builder: Callable[[_Keys], dict[str, Any]] | None = None
-    derived: Callable[[Config], dict[str, Any]] | None = None
+    derived: Callable[[Config, str], dict[str, Any]] | None = None
     qkv_bias: bool = False
     qk_norm: bool = False
     sliding_pattern: int = 0
@@ -115,7 +113,7 @@ class _Family:
     gated_mlp: bool = True  # False: up -> activation -> down, no gate (Apertus)
 
 
-def _kind_list(value: object, length: int) -> bool:
+def _kind_list(value: object, length: int) -> TypeGuard[list[str]]:
     """True when `value` is a list of `length` strings (a per-layer list of kinds); checked
     before the kinds are compared as a set, which a list or mapping in it would break."""
     return isinstance(value, list) and len(value) == length and \
@@ -160,10 +158,7 @@ def import_config(config: Config, *, name: str, source: str, where: str = "confi
     arch = architecture_of(config, where)
     fam = _FAMILIES.get(arch, _Family())
     text = text_config(config)
-    derived = fam.derived(text) if fam.derived else {}
-    if _BAD_DERIVED in derived:
-        key, what, value = derived[_BAD_DERIVED]
-        raise SpecError(f"{where}: key '{key}' must be {what}, got {value!r}")
+    derived = fam.derived(text, where) if fam.derived else {}
     k = _Keys(text, where, arch, {**fam.defaults, **derived})
     for key, what in _UNMODELLED_KEYS.items():
         if k.has(key):
@@ -443,16 +438,15 @@ def _deepseek(k: _Keys) -> dict[str, Any]:
     }
 
 
-def _longcat_defaults(config: Config) -> dict[str, Any]:
+def _longcat_defaults(config: Config, where: str) -> dict[str, Any]:
     """LongCat-Flash counts `num_layers` layers of two attention blocks each and has no
-    num_hidden_layers; its dense FFN width is ffn_hidden_size; MLA has no KV-head groups."""
-    layers = config.get("num_layers")
+    num_hidden_layers; its dense FFN width is ffn_hidden_size; MLA has no KV-head groups.
+    A bad `num_layers` is named as written, not as the num_hidden_layers it stands for."""
     out: dict[str, Any] = {"intermediate_size": config.get("ffn_hidden_size"),
                            "num_key_value_heads": config.get("num_attention_heads")}
-    if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0:
-        out["num_hidden_layers"] = 2 * layers
-    elif layers is not None:  # named in the error, not the num_hidden_layers it stands for
-        out[_BAD_DERIVED] = ("num_layers", "a positive integer", layers)
+    if config.get("num_layers") is not None:
+        out["num_hidden_layers"] = 2 * _Keys(config, where, "LongcatFlashForCausalLM",
+                                             {}).int("num_layers", minimum=1)
     return out
 
 
@@ -524,7 +518,7 @@ def _nemotron_pattern(config: Config) -> list[str] | None:
     return list(pattern) if isinstance(pattern, str) else None
 
 
-def _nemotron_defaults(config: Config) -> dict[str, Any]:
+def _nemotron_defaults(config: Config, _where: str) -> dict[str, Any]:
     """Nemotron 3 Ultra's config lists its blocks and gives no num_hidden_layers."""
     pattern = _nemotron_pattern(config)
     return {"num_hidden_layers": len(pattern)} if pattern else {}
@@ -671,6 +665,15 @@ def _qwen3_next(k: _Keys) -> dict[str, Any]:
     }
 
 
+def _hybrid_kinds(k: _Keys, types: object, layers: int) -> list[str]:
+    """A `layer_types` list of full and linear attention layers (Qwen3.5, MiniMax), checked."""
+    if not _kind_list(types, layers) or \
+            not set(types) <= {"full_attention", "linear_attention"}:
+        raise SpecError(f"{k.where}: key 'layer_types' must list {layers} kinds, "
+                        "'full_attention' or 'linear_attention'")
+    return list(types)
+
+
 def _minimax(k: _Keys) -> dict[str, Any]:
     """MiniMax-Text-01 / MiniMax-M1 (`attn_type_list`: 0 a lightning-attention layer, 1 softmax
     attention) and transformers' MiniMaxForCausalLM (`layer_types`). A lightning layer is linear
@@ -691,11 +694,7 @@ def _minimax(k: _Keys) -> dict[str, Any]:
                             "(lightning attention) or 1 (softmax attention)")
         types = ["full_attention" if c else "linear_attention" for c in codes]
     else:
-        types = k.get("layer_types")
-        kinds = ("full_attention", "linear_attention")
-        if not isinstance(types, list) or len(types) != layers or not set(types) <= set(kinds):
-            raise SpecError(f"{k.where}: key 'layer_types' must list {layers} kinds, "
-                            "'full_attention' or 'linear_attention'")
+        types = _hybrid_kinds(k, k.get("layer_types"), layers)
     if "linear_attention" in types:
         heads = k.int("num_attention_heads", minimum=1)
         dim = k.int("head_dim", k.int("hidden_size") // heads, minimum=1)
@@ -715,11 +714,8 @@ def _qwen3_5(k: _Keys) -> dict[str, Any]:
         interval = k.int("full_attention_interval", minimum=1)
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
                  for i in range(layers)]
-    kinds = ("full_attention", "linear_attention")
-    if not _kind_list(types, layers) or not set(types) <= set(kinds):
-        raise SpecError(f"{k.where}: key 'layer_types' must list {layers} kinds, "
-                        "'full_attention' or 'linear_attention'")
-    out: dict[str, Any] = {"layer_types": list(types), "linear_attention": _gated_delta_net(k),
+    out: dict[str, Any] = {"layer_types": _hybrid_kinds(k, types, layers),
+                           "linear_attention": _gated_delta_net(k),
                            "attention_output_gate": k.bool("attn_output_gate", True)}
     if k.int("num_experts", 0):
         out["moe"] = _moe_block(k, "num_experts")
