@@ -139,8 +139,6 @@ def measured_hardware(path: Path, fmt: str, *, hardware: str | None, device: str
 
 def read_measurements(path: Path, fmt: str, *, device: str = "") -> pd.DataFrame:
     """Measurements of either format; `device` picks the Vidur device folder."""
-    if fmt not in FORMATS:
-        raise parameter_error("fmt", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
     return read_measurements_and_metadata(path, fmt, device=device)[0]
 
 

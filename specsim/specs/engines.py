@@ -253,9 +253,10 @@ def load_engine(name: str) -> Engine:
     `:overlap` suffix sets whether its speculative rounds overlap their host work."""
     base, _, mode = name.rpartition(":")
     if base and mode in OVERLAP_MODES.values():
-        if base.rpartition(":")[2] in OVERLAP_MODES.values():  # sglang:sync:overlap
-            raise SpecError(f"engine '{name}': give one mode, {base.rpartition(':')[0]}:sync "
-                            f"or {base.rpartition(':')[0]}:overlap")
+        engine_name, _, other = base.rpartition(":")
+        if other in OVERLAP_MODES.values():  # sglang:sync:overlap
+            raise SpecError(f"engine '{name}': give one mode, {engine_name}:sync "
+                            f"or {engine_name}:overlap")
         engine = load_engine(base)
         if engine.launch == "none":
             raise SpecError(f"engine '{name}': the roofline has no host work to overlap")
