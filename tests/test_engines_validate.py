@@ -638,6 +638,81 @@ def test_a_run_in_waves_by_hand() -> None:
     assert run_.predict("tokens_per_s", 2.0, _TERMS) == pytest.approx(2 * 20 / 33.8e-3)
 
 
+@pytest.mark.parametrize(("batch", "requests", "cap", "waves"), [
+    (64, 80, 32, {32: 2, 16: 1}), (64, None, 48, {48: 64 / 48}), (32, 80, 48, {32: 2, 16: 1}),
+    (48, None, 48, {48: 1}), (64, 80, None, {64: 1, 16: 1})])
+def test_a_capped_server_runs_speculation_in_smaller_waves(
+        batch: int, requests: int | None, cap: int | None, waves: dict[int, float]) -> None:
+    """A server running at most `cap` requests at once with speculation: 64 clients over 80
+    prompts at cap 32 go 32, 32, 16; 64 clients with the batch kept full decode their tokens
+    48 at a time, 64 / 48 waves of 48; at or below the cap nothing changes."""
+    from specsim.measurement.validate import spec_waves_of
+
+    assert spec_waves_of(batch, requests, cap) == pytest.approx(waves)
+
+
+def test_a_capped_run_by_hand() -> None:
+    """64 clients, batch kept full, speculation capped at 48. By hand with the terms above, the
+    plain step is 7 ms at any batch; a round 7 + 1 + 1.6 + 1 + 0.1 B ms = 15.4 ms at 48. Plain
+    tokens/s 64 / 7 ms; with speculation at tau 2, 2 x 48 / 15.4 ms; the speedup their ratio,
+    2 x 7 x 48 / (64 x 15.4), and a request's time per token 15.4 / 2 ms."""
+    from specsim.measurement.validate import Run
+
+    run_ = Run(((_parts(64.0), 1.0),), ((_parts(48.0), 64 / 48),))
+    assert run_.predict("plain_tokens_per_s", 1.0, _TERMS) == pytest.approx(64 / 7e-3)
+    assert run_.predict("tokens_per_s", 2.0, _TERMS) == pytest.approx(2 * 48 / 15.4e-3)
+    assert run_.predict("speedup", 2.0, _TERMS) == pytest.approx(2 * 7 * 48 / (64 * 15.4))
+    assert run_.predict("spec_tpot_ms", 2.0, _TERMS) == pytest.approx(15.4 / 2)
+
+
+def test_sglang_caps_running_requests_with_speculation_at_48(tmp_path: Path) -> None:
+    """sglang-0.5.23 speculative_hook.py sets max_running_requests=48 for every speculative
+    algorithm when the launch gives none; vLLM has no such cap of its own. A cap below one
+    request names the file and field."""
+    import yaml
+
+    assert load_engine("sglang").spec_max_running == 48
+    assert load_engine("sglang:overlap").spec_max_running == 48
+    assert load_engine("vllm").spec_max_running is None
+    data = yaml.safe_load((REPO_ROOT / "engines" / "sglang.yaml").read_text(encoding="utf-8"))
+    data["spec_max_running"]["value"] = 0
+    path = tmp_path / "engine.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(SpecError, match="engine.yaml: field 'spec_max_running' must be in 1"):
+        load_engine(str(path))
+
+
+def test_a_published_run_past_the_cap_is_priced_at_the_cap() -> None:
+    """The LMSYS MI300X MTP sweep launched SGLang v0.4.10 without --max-running-requests, so
+    at concurrency 64 its MTP server decoded 48 at a time (its plain server all 64); the
+    SpecDrift launch set 64, so its batch-64 row runs all 64."""
+    from specsim.measurement.validate import _samples
+
+    rows = [r for r in load_published() if r.id in (
+        "lmsys-amd-mtp-mi300x-dsv3-random-c64", "lmsys-amd-mtp-mi300x-dsv3-random-c1",
+        "specdrift-h100-gptoss120b-eagle3-s3k1n4-b64")]
+    samples = _samples(rows)
+    capped = samples["lmsys-amd-mtp-mi300x-dsv3-random-c64"].run
+    assert [(p.batch, n) for p, n in capped.waves] == [(64.0, 1)]
+    assert [(p.batch, n) for p, n in capped.speculative] == [(48.0, pytest.approx(64 / 48))]
+    full = samples["specdrift-h100-gptoss120b-eagle3-s3k1n4-b64"].run
+    assert full.spec_waves is None
+
+
+def test_a_bad_running_cap_names_the_row_and_field(tmp_path: Path) -> None:
+    import yaml
+
+    source = REPO_ROOT / "workloads" / "published" / "specdrift-gptoss-h100.yaml"
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    row = next(r for r in data["rows"] if "max_running" in r)
+    row["max_running"] = 0
+    path = tmp_path / "rows.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(SpecError, match="rows.yaml: row 'specdrift-h100-gptoss120b-eagle3-"
+                                        ".*: field 'max_running' must be an integer in 1"):
+        load_published([str(path)])
+
+
 def test_a_batch_above_the_prompt_pool_is_the_pool(results: list[Any]) -> None:
     """SpecForge #339 ran 20 MT-Bench prompts: at batch 32 and 64 only 20 were ever in flight,
     so both rows are predicted as one batch of 20 (measured 1,077.55 and 1,073.69 tokens/s)."""

@@ -57,6 +57,7 @@ ROW_KEYS = (
     "versus",  # another speculative row at the same batch: `speedup` is over it (both with tau)
     "requests",  # prompts the benchmark ran, `batch` at a time (None: the batch stayed full)
     "spec_overlap",  # the engine overlapped speculative rounds' host work (SGLang spec v2)
+    "max_running",  # requests the server ran at once with speculation, where not its default
     "assumed", "assumption", "notes",  # what the source does not give, and remarks
 )
 # The method of a plain-decoding row (a measured decoding step, tokens/s without speculation).
@@ -113,6 +114,10 @@ class PublishedRow:
     # The engine ran its speculative rounds' host work while the GPU ran (SGLang's spec v2
     # overlap scheduler); false: synchronous rounds, as in SGLang before spec v2.
     spec_overlap: bool = False
+    # Requests the server ran at once with speculation, where the launch (its
+    # --max-running-requests) or the engine's version set another cap than the engine
+    # profile's default (`Engine.spec_max_running`); None: that default.
+    max_running: int | None = None
     benchmark: str = "batch"  # BENCHMARKS: a closed batch or a concurrency benchmark
     # measured time per output token of one request, ms: a plain step, or a speculative row's
     # round over its tau
@@ -276,6 +281,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
         versus=None if item.get("versus") is None else str(item["versus"]),
         spec_overlap=_bool(item, "spec_overlap", where), ep=_ep(item, where),
+        max_running=_optional_int(item, "max_running", where),
         benchmark=_benchmark(item, where), tpot_ms=_optional_number(item, "tpot_ms", where),
         input_tokens=_optional_int(item, "input_tokens", where),
         output_tokens=_optional_int(item, "output_tokens", where),

@@ -22,7 +22,7 @@ import itertools
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -160,19 +160,28 @@ class Run:
     times it does. A client keeping `batch` requests in flight over a pool of `requests`
     prompts (equal output lengths assumed) runs requests // batch full waves, then one of the
     remainder; every request yields the same tokens, so the run's tokens/s is
-    requests x tokens / the summed wave times."""
+    requests x tokens / the summed wave times. `spec_waves` are the speculative run's where
+    they differ (a server that runs fewer requests at once with speculation: `spec_waves_of`);
+    None: the same waves as plain decoding."""
 
-    waves: tuple[tuple[RoundParts, int], ...]
+    waves: tuple[tuple[RoundParts, float], ...]
+    spec_waves: tuple[tuple[RoundParts, float], ...] | None = None
+
+    @property
+    def speculative(self) -> tuple[tuple[RoundParts, float], ...]:
+        """The waves of the run with speculation."""
+        return self.waves if self.spec_waves is None else self.spec_waves
 
     def predict(self, metric: str, tau: float, terms: dict[str, float]) -> float:
         """The run's metric (see METRICS, relative_speedup aside) with these engine terms."""
         baseline = round_s = 0.0
         for parts, count in self.waves:
-            step, rnd = parts.times(terms)
-            baseline += count * step
-            round_s += count * rnd
+            baseline += count * parts.times(terms)[0]
+        for parts, count in self.speculative:
+            round_s += count * parts.times(terms)[1]
         return run_metric(metric, tau, baseline=baseline, round_s=round_s,
-                          requests=self.requests, steps=self.steps)
+                          requests=self.requests, steps=self.steps,
+                          spec_steps=self.spec_steps)
 
     @property
     def requests(self) -> float:
@@ -183,25 +192,31 @@ class Run:
         return requests
 
     @property
-    def steps(self) -> int:
-        """Waves the run goes through."""
+    def steps(self) -> float:
+        """Waves the run goes through without speculation."""
         return sum(count for _, count in self.waves)
+
+    @property
+    def spec_steps(self) -> float:
+        """Waves the run goes through with speculation."""
+        return sum(count for _, count in self.speculative)
 
 
 Number = TypeVar("Number", float, FloatArray)
 
 
 def run_metric(metric: str, tau: Number, *, baseline: Number, round_s: Number,
-               requests: Number, steps: Number | int) -> Number:
+               requests: Number, steps: Number | float, spec_steps: Number | float | None = None
+               ) -> Number:
     """A run's metric (see METRICS, relative_speedup aside) from its summed wave times
-    (plain steps, rounds), requests and waves: floats for one run, or arrays over runs that
-    share the metric."""
+    (plain steps, rounds), requests and waves (without and with speculation; spec_steps None:
+    the same): floats for one run, or arrays over runs that share the metric."""
     if metric == "plain_tokens_per_s":
         return requests / baseline
     if metric == "plain_tpot_ms":  # each request's time per token, over the run's waves
         return 1e3 * baseline / steps
     if metric == "spec_tpot_ms":  # a round over the tokens it yields, over the run's waves
-        return 1e3 * round_s / (steps * tau)
+        return 1e3 * round_s / ((steps if spec_steps is None else spec_steps) * tau)
     if metric == "tokens_per_s":
         return tau * requests / round_s
     return tau * baseline / round_s
@@ -217,6 +232,19 @@ def wave_batches(batch: int, requests: int | None) -> dict[int, int]:
     if rest:
         waves[rest] = 1
     return waves
+
+
+def spec_waves_of(batch: int, requests: int | None, cap: int | None) -> dict[int, float]:
+    """{batch of a wave: times it runs} of the run with speculation on a server that runs at
+    most `cap` requests at once with it (None: no cap): the clients beyond the cap wait in
+    its queue, so the run goes through the prompt pool `cap` at a time, or, with the batch
+    kept full (no pool), decodes `batch` requests' tokens at `cap` at a time: batch / cap
+    waves of `cap`."""
+    if cap is None or batch <= cap:
+        return dict(wave_batches(batch, requests))
+    if requests is None:
+        return {cap: batch / cap}
+    return dict(wave_batches(cap, requests))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -466,34 +494,44 @@ class SamplePredictor:
         self.samples = len(samples)
         self.over = np.array(over)
         self.has_over = self.over >= 0
-        self.timer = PartsTimer([parts for run, _, _ in runs for parts, _ in run.waves])
-        width = max((len(run.waves) for run, _, _ in runs), default=0)
-        # (wave, run): the part each run times in its k-th wave and how often (0: no k-th wave)
-        self.place = np.zeros((width, len(runs)), dtype=np.int64)
-        self.count = np.zeros((width, len(runs)))
-        for j, (run, _, _) in enumerate(runs):
-            for k, (parts, count) in enumerate(run.waves):
-                self.place[k, j], self.count[k, j] = self.timer.index[id(parts)], count
-            self.place[len(run.waves):, j] = self.place[0, j]
+        self.timer = PartsTimer([parts for run, _, _ in runs
+                                 for parts, _ in (*run.waves, *run.speculative)])
+        self.plain = self._places([run.waves for run, _, _ in runs])
+        self.spec = self._places([run.speculative for run, _, _ in runs])
         self.requests = np.array([run.requests for run, _, _ in runs])
         self.steps = np.array([run.steps for run, _, _ in runs], dtype=np.float64)
+        self.spec_steps = np.array([run.spec_steps for run, _, _ in runs], dtype=np.float64)
         self.tau = np.array([tau for _, _, tau in runs], dtype=np.float64)
         self.metrics = [(metric, np.array([j for j, r in enumerate(runs) if r[1] == metric]))
                         for metric in sorted({metric for _, metric, _ in runs})]
+
+    def _places(self, runs_waves: list[tuple[tuple[RoundParts, float], ...]]
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """(wave, run) arrays: the part each run times in its k-th wave and how often (0: no
+        k-th wave)."""
+        width = max((len(waves) for waves in runs_waves), default=0)
+        place = np.zeros((width, len(runs_waves)), dtype=np.int64)
+        count = np.zeros((width, len(runs_waves)))
+        for j, waves in enumerate(runs_waves):
+            for k, (parts, times) in enumerate(waves):
+                place[k, j], count[k, j] = self.timer.index[id(parts)], times
+            place[len(waves):, j] = place[0, j]
+        return place, count
 
     def __call__(self, terms: dict[str, float]) -> np.ndarray:
         """Every sample's prediction with these engine terms, (samples,)."""
         step, rnd = self.timer(terms)
         baseline, round_s = np.zeros(len(self.tau)), np.zeros(len(self.tau))
-        for place, count in zip(self.place, self.count, strict=True):
+        for place, count in zip(*self.plain, strict=True):
             baseline = baseline + count * step[place]
+        for place, count in zip(*self.spec, strict=True):
             round_s = round_s + count * rnd[place]
         value = np.empty(len(self.tau))
         with np.errstate(divide="ignore", invalid="ignore"):
             for metric, j in self.metrics:
                 value[j] = run_metric(metric, self.tau[j], baseline=baseline[j],
                                       round_s=round_s[j], requests=self.requests[j],
-                                      steps=self.steps[j])
+                                      steps=self.steps[j], spec_steps=self.spec_steps[j])
         out = value[:self.samples].copy()
         out[self.has_over] = out[self.has_over] / value[self.over[self.has_over]]
         return out
@@ -580,6 +618,12 @@ def _reason(row: PublishedRow, rows: list[PublishedRow]) -> str:
     return reason
 
 
+def spec_cap(row: PublishedRow, engine: Engine) -> int | None:
+    """Requests the row's server ran at once with speculation: the row's own cap (its launch's
+    or its version's), else its engine's default (`Engine.spec_max_running`), else none."""
+    return row.max_running if row.max_running is not None else engine.spec_max_running
+
+
 def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[str, Sample]:
     """A Sample for every predictable row (of one engine, if given)."""
     by_id = {r.id: r for r in rows}
@@ -587,13 +631,19 @@ def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[s
     parts: dict[tuple[str, int], RoundParts] = {}
     out: dict[str, Sample] = {}
 
-    def run(r: PublishedRow, engine: Engine) -> Run:
-        waves = []
-        for batch, count in wave_batches(r.batch, r.requests).items():
+    def timed(r: PublishedRow, engine: Engine, waves: Mapping[int, float]
+              ) -> tuple[tuple[RoundParts, float], ...]:
+        out = []
+        for batch, count in waves.items():
             if (r.id, batch) not in parts:
                 parts[r.id, batch] = row_parts(dataclasses.replace(r, batch=batch), engine)
-            waves.append((parts[r.id, batch], count))
-        return Run(tuple(waves))
+            out.append((parts[r.id, batch], count))
+        return tuple(out)
+
+    def run(r: PublishedRow, engine: Engine) -> Run:
+        plain: dict[int, float] = dict(wave_batches(r.batch, r.requests))
+        spec = plain if r.plain else spec_waves_of(r.batch, r.requests, spec_cap(r, engine))
+        return Run(timed(r, engine, plain), None if spec == plain else timed(r, engine, spec))
 
     for row in rows:
         if unpredictable(row) or (engine_slug is not None and row.engine != engine_slug):

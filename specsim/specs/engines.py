@@ -67,6 +67,9 @@ and at the top level (sourced, never fitted):
                            V1's chunked prefill); false where the engine runs arriving prompts
                            as a prefill pass of their own before the next decoding step, which
                            waits (SGLang without --enable-mixed-chunk)
+    spec_max_running       requests the engine runs at once with speculation when the launch
+                           sets no cap (SGLang: 48, --max-running-requests); more clients wait
+                           in its queue. Absent: speculation runs as many as plain decoding
 
 Kernel efficiency is the GPU's (`specsim.specs.hardware.kernel_profile`), not the engine's.
 `roofline` is the engine with no terms: the idealized GPU of the article.
@@ -103,7 +106,7 @@ OP_KINDS = ("pass", "head", "round", "loop")
 ENGINE_KEYS = ("name", "version", "source", "engine", "launch", "priors",
                "weight_dtype_efficiency",
                "moe_weight_dtype_efficiency", "drafter_ops", "fitted", "spec_overlap",
-               "prefill_mixed",
+               "prefill_mixed", "spec_max_running",
                "speculative")
 FITTED_KEYS = ("rows", "source", "held_out_error_pct",
                *sorted({k for terms in FITTABLE.values() for k in terms}))
@@ -172,6 +175,7 @@ class Engine:
     round_request_s: float = 0.0
     spec_overlap: bool = False
     prefill_mixed: bool = True
+    spec_max_running: int | None = None  # running-request cap with speculation (None: none)
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     fitted_on: tuple[str, ...] = ()
     fits: dict[str, FittedTerm] = dataclasses.field(default_factory=dict)  # `fitted:` block
@@ -292,6 +296,8 @@ def load_engine(name: str) -> Engine:
                   moe_weight_dtype_efficiency=_dtype_efficiency(f, "moe_weight_dtype_efficiency"),
                   spec_overlap=f.boolean("spec_overlap", False),
                   prefill_mixed=f.boolean("prefill_mixed", True),
+                  spec_max_running=f.integer("spec_max_running", minimum=1)
+                  if f.has("spec_max_running") else None,
                   sources={k.removeprefix("priors."): v for k, v in spec.sources.items()},
                   fitted_on=fitted_on, fits=fits, priors=priors, held_out_error_pct=error,
                   path=spec.path, **numbers)
