@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecError
-from specsim.forward.cost import collective_time_s, pass_cost
+from specsim.forward.cost import RING_BANDWIDTH_FRACTION, collective_time_s, pass_cost
 from specsim.forward.shapes import uniform_passes
 from specsim.specs.engines import load_engine
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model
 from specsim.speculation import engine_time
+from tests.conftest import VIDUR_DIR, requires_vidur
 
 
 def test_h100_all_reduce_is_the_measured_custom_all_reduce_per_tp_degree() -> None:
@@ -30,9 +31,11 @@ def test_h100_all_reduce_is_the_measured_custom_all_reduce_per_tp_degree() -> No
     sizes = np.array([512.0, 16384.0, 2 * 1048576.0, 100.0])
     us = collective_time_s(sizes, hw, 8) * 1e6
     # TP 8: 5.9 us at 512 B (measured); 16 KiB lies 12,288 / 28,672 of the way from 4 KiB
-    # (5.7 us) to 32 KiB (7.8 us); 2 MiB extends the last segment (22.1 -> 33.8 us over the
-    # 512 KiB to 1 MiB step) one more MiB: 33.8 + 2 x 11.7; below the smallest size: 5.9.
-    assert us == pytest.approx([5.9, 5.7 + 12288 / 28672 * 2.1, 33.8 + 2 * 11.7, 5.9])
+    # (5.7 us) to 32 KiB (7.8 us); past the largest measured size (1 MiB, 33.8 us) the extra
+    # MiB of a 2 MiB message goes at NCCL's ring rate, 2 x 7/8 of it over 0.538 x 450 GB/s
+    # (7.58 us); below the smallest size: 5.9.
+    ring_mib = 2 * 7 / 8 * 1048576 / (0.538 * 450e9) * 1e6
+    assert us == pytest.approx([5.9, 5.7 + 12288 / 28672 * 2.1, 33.8 + ring_mib, 5.9])
     # TP 2 and 4 are their own measurements, not TP 8's
     assert collective_time_s(np.array([32768.0]), hw, 2)[0] * 1e6 == pytest.approx(4.5)
     assert collective_time_s(np.array([32768.0]), hw, 4)[0] * 1e6 == pytest.approx(4.8)
@@ -42,15 +45,37 @@ def test_h100_all_reduce_is_the_measured_custom_all_reduce_per_tp_degree() -> No
 
 def test_an_unmeasured_degree_is_a_ring_over_the_link() -> None:
     """A degree with no measured table within one scale-up domain: the NCCL latency + 2 (tp - 1)
-    / tp x bytes / link bandwidth (MI300X TP 8: 14.87 us, 448 GB/s; the A100 has no table). TP 16
-    on the 8-GPU H100 board crosses the network: tests/test_multinode.py."""
+    / tp x bytes / (0.538 x link bandwidth), NCCL's ring rate (MI300X TP 8: 14.87 us, 448 GB/s;
+    the A100 has no table). TP 16 on the 8-GPU H100 board crosses the network:
+    tests/test_multinode.py."""
     hw = load_hardware("mi300x")
     got = collective_time_s(np.array([1e6]), hw, 8)[0]
-    assert got == pytest.approx(14.87e-6 + 2 * 7 / 8 * 1e6 / 448e9)
+    assert got == pytest.approx(14.87e-6 + 2 * 7 / 8 * 1e6 / (0.538 * 448e9))
     a100 = load_hardware("a100-80g-sxm")
     assert not a100.allreduce_s
     assert collective_time_s(np.array([0.0]), a100, 8)[0] == pytest.approx(
         a100.interconnect_latency_s)
+
+
+@requires_vidur
+def test_the_ring_rate_is_nccls_measured_on_a_dgx_a100() -> None:
+    """RING_BANDWIDTH_FRACTION against Vidur's NCCL all-reduce table (one DGX A100, 8 GPUs,
+    1-67 MB, the median of each size's repeats): a brute-force grid over the latency (1 us
+    steps) and the fraction (0.001 steps) of time = latency + 2 x 7/8 x bytes / (fraction x
+    300 GB/s), least squares on the log time, lands within 0.005 of the constant."""
+    import pandas as pd
+
+    table = pd.read_csv(VIDUR_DIR / "network" / "all_reduce_a100.csv")
+    rows = table[(table["num_workers"] == 8) & (table["devices_per_node"] == 8)
+                 & (table["size_bytes"] >= 1 << 20)]
+    median = rows.groupby("size_bytes")["time_ms"].median()
+    size, time = median.index.to_numpy(float), median.to_numpy() * 1e-3
+    latency = np.arange(0.0, 120.0, 1.0)[:, None, None] * 1e-6
+    fraction = np.arange(0.30, 0.90, 0.001)[None, :, None]
+    model = latency + 2 * 7 / 8 * size[None, None, :] / (fraction * 300e9)
+    loss = np.sum(np.log(model / time[None, None, :]) ** 2, axis=2)
+    _, best = np.unravel_index(np.argmin(loss), loss.shape)
+    assert fraction[0, best, 0] == pytest.approx(RING_BANDWIDTH_FRACTION, abs=0.005)
 
 
 def test_engines_keep_a_measured_link_time_out_of_the_kernel_efficiency() -> None:

@@ -73,16 +73,17 @@ def test_a_16_gpu_all_reduce_over_two_hgx_nodes_by_hand() -> None:
 
 def test_within_one_domain_pricing_is_unchanged() -> None:
     """TP <= the domain: exactly the measured table (H100 TP 8 at 32 KiB: 7.8 us) or the ring
-    over NVLink (GB200 TP 16 and 64: one 72-GPU NVLink domain, no network)."""
+    over NVLink at NCCL's ring rate, 0.538 of it (GB200 TP 16 and 64: one 72-GPU NVLink
+    domain, no network)."""
     h100 = load_hardware("h100-sxm")
     assert collective_time_s(np.array([32768.0]), h100, 8)[0] == pytest.approx(7.8e-6)
     gb200 = load_hardware("gb200")
     for tp in (16, 64):
-        ring = 3e-6 + 2 * (tp - 1) / tp * 1e6 / 900e9
+        ring = 3e-6 + 2 * (tp - 1) / tp * 1e6 / (0.538 * 900e9)
         assert collective_time_s(np.array([1e6]), gb200, tp)[0] == pytest.approx(ring)
     # GB200 TP 144: two NVL72 racks, the network between them
     got = collective_time_s(np.array([1e6]), gb200, 144)[0]
-    inside = 3e-6 + 2 * 71 / 72 * 1e6 / 900e9
+    inside = 3e-6 + 2 * 71 / 72 * 1e6 / (0.538 * 900e9)
     assert got == pytest.approx(inside + NET_LATENCY_S + 1e6 / 72 / NIC_BYTES_PER_S)
 
 
@@ -97,7 +98,7 @@ def test_the_hierarchy_reproduces_a_measured_two_node_all_reduce() -> None:
         network_latency_s=21.27e-6))
     got = collective_time_s(np.array([1024.0]), a100, 16)[0]
     assert got * 1e6 == pytest.approx(35.85, rel=0.10)
-    assert got * 1e6 == pytest.approx(16.96 + 2 * 7 / 8 * 1024 / 300e3 + 21.27
+    assert got * 1e6 == pytest.approx(16.96 + 2 * 7 / 8 * 1024 / (0.538 * 300e3) + 21.27
                                       + 1024 / 8 / 25e3, rel=1e-9)
 
 
@@ -183,7 +184,7 @@ def test_a_profile_without_the_block_still_loads(tmp_path: Path) -> None:
     assert hw.node is None
     # its TP 16 keeps the ring over NVLink it had before the block, and a pass refuses it
     assert collective_time_s(np.array([1e6]), hw, 16)[0] == pytest.approx(
-        16e-6 + 2 * 15 / 16 * 1e6 / 450e9)
+        16e-6 + 2 * 15 / 16 * 1e6 / (0.538 * 450e9))
     with pytest.raises(SpecError, match="has no 'node' block"):
         pass_cost(load_model("llama-3.1-70b"), hw, uniform_passes(1.0, np.array([1.0]), 0.0),
                   tp=16)

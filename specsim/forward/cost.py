@@ -163,6 +163,16 @@ def op_cost(op: Op, hw: Hardware, *, compute_dtype: str = "bf16", tp: int = 1,
                   flops_per_s=peak * roof.flops)
 
 
+# Share of the link's per-direction bandwidth an all-reduce's ring streams at, for the
+# messages past an engine's measured custom all-reduce (the bytes of prefill chunks and wide
+# verification passes) and wherever a TP degree has no measurement. Fitted on Vidur's NCCL
+# all-reduce of 1-67 MB on one DGX A100 (../shared/data/vidur_profiles/network/
+# all_reduce_a100.csv, 865 sizes per degree): time = latency + 2 (n - 1)/n bytes / (f x 300
+# GB/s) gives f = 0.564 / 0.571 / 0.538 on 2 / 4 / 8 GPUs (median residual 1.6 / 5.5 / 8.0%);
+# the 8-GPU value, the degree large models serve at. Transferred to other links as a
+# fraction: NCCL's ring protocol, not the link, sets it (tests/test_engine_terms.py).
+RING_BANDWIDTH_FRACTION = 0.538
+
 # Fewest queries per request the prefill kernel's terms are used for: one full query tile,
 # the smallest prefill chunk of the measured table (Vidur's A100 attention: 64 to 4,096).
 MIN_PREFILL_QUERIES = 64.0
@@ -262,19 +272,23 @@ def domain_allreduce_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
 
     Where the profile has the serving engines' measured all-reduce at this TP degree
     (`Hardware.allreduce_s`), its time at that message size: linear between the measured
-    sizes, the smallest size's time below them, and beyond the largest the last two points'
-    slope. Otherwise a ring: latency + 2 (tp - 1)/tp bytes / link bandwidth."""
+    sizes and the smallest size's time below them; past the largest the engines hand the
+    message to NCCL, whose ring takes the extra bytes at RING_BANDWIDTH_FRACTION of the link.
+    Otherwise NCCL's ring throughout: latency + 2 (tp - 1)/tp bytes / (RING_BANDWIDTH_FRACTION x
+    link bandwidth)."""
     if tp <= 1:
         return np.zeros_like(bytes_)
     points = hw.allreduce_s.get(tp)
     if points:
         sizes, times = (np.array(p, dtype=np.float64) for p in zip(*points, strict=True))
         b = np.asarray(bytes_, dtype=np.float64)
-        slope = (times[-1] - times[-2]) / (sizes[-1] - sizes[-2])
+        slope = 2.0 * (tp - 1) / tp / (RING_BANDWIDTH_FRACTION
+                                       * hw.interconnect_bandwidth_bytes_per_s)
         beyond = times[-1] + slope * (b - sizes[-1])
         return np.asarray(np.where(b > sizes[-1], beyond, np.interp(b, sizes, times)),
                           dtype=np.float64)
-    ring = 2.0 * (tp - 1) / tp * bytes_ / hw.interconnect_bandwidth_bytes_per_s
+    ring = 2.0 * (tp - 1) / tp * bytes_ / (RING_BANDWIDTH_FRACTION
+                                           * hw.interconnect_bandwidth_bytes_per_s)
     return np.asarray(hw.interconnect_latency_s + ring, dtype=np.float64)
 
 
