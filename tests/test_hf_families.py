@@ -292,3 +292,66 @@ def test_head_dim_given_resolves_indivisible_heads(tmp_path: Path) -> None:
     model = _model({**SMALL, "num_attention_heads": 6, "num_key_value_heads": 2,
                     "head_dim": 96}, tmp_path)
     assert model.q_heads_dim == 576
+
+
+def test_dbrx_nested_blocks_are_read(tmp_path: Path) -> None:
+    """DBRX keeps its sizes in d_model / n_layers / n_heads and the nested attn_config and
+    ffn_config (transformers DbrxConfig). Hand count: 40 layers of attention 6144 x (6144 +
+    2 x 1024) + 6144 x 6144, a router 6144 x 16, 16 experts of 3 x 6144 x 10752, two norms;
+    embedding and untied head 100352 x 6144 each: 131.60B, 36.47B with 4 of 16 experts."""
+    model = _model(_config("dbrx-instruct"), tmp_path, "dbrx")
+    assert (model.hidden_size, model.num_layers, model.num_kv_heads) == (6144, 40, 8)
+    assert model.moe is not None and model.moe.num_experts == 16
+    assert (model.moe.experts_per_token, model.moe.expert_intermediate_size) == (4, 10752)
+    d, layers, vocab = 6144, 40, 100352
+    per_layer = d * (d + 2 * 1024) + d * d + d * 16 + 16 * 3 * d * 10752 + 2 * d
+    assert total_params(model) == pytest.approx(layers * per_layer + d + 2 * vocab * d)
+    active = layers * (per_layer - 12 * 3 * d * 10752) + d + 2 * vocab * d
+    assert active_params(model) == pytest.approx(active)
+
+
+def test_decilm_per_layer_blocks(tmp_path: Path) -> None:
+    """Llama-3.3-Nemotron-Super-49B: 49 of 80 layers keep attention (8 KV heads: 64 heads /
+    n_heads_in_group 8), 31 are FFN-only; each FFN is int(2 x ffn_mult x 8192 / 3) rounded
+    up to 256 wide (ffn_mult 5.25 -> 28672, 0.5 -> 2816), read as their mean."""
+    model = _model(_config("llama-3.3-nemotron-super-49b-v1"), tmp_path, "decilm")
+    assert model.layer_counts == {"full_attention": 49, "mlp_only": 31}
+    assert model.num_kv_heads == 8 and model.num_dense_mlp_layers == 80
+    blocks = _config("llama-3.3-nemotron-super-49b-v1")["block_configs"]
+    widths = [-(-int(2 * b["ffn"]["ffn_mult"] * 8192 / 3) // 256) * 256 for b in blocks]
+    assert widths.count(28672) == 49 and widths.count(2816) == 6
+    assert model.intermediate_size == round(sum(widths) / 80)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"replace_with_linear": True}, r"cannot model key 'block_configs' \(layer 1's attention "
+                                    r"replaced by a linear layer\)"),
+    ({"n_heads_in_group": 4}, r"attention layers with different KV-head counts"),
+    ({"window_length": 4096}, r"layer 1's windowed / sink attention"),
+])
+def test_decilm_unmodellable_blocks(change: dict[str, Any], message: str) -> None:
+    config = _config("llama-3.3-nemotron-super-49b-v1")
+    config["block_configs"][1]["attention"].update(change)
+    with pytest.raises(SpecError, match=message):
+        import_config(config, name="x", source="s", where="cfg.json")
+
+
+def test_dense_mla_minicpm3(tmp_path: Path) -> None:
+    """MiniCPM3-4B's shapes (MLA without experts; values hidden / heads = 64 wide, as vLLM's
+    minicpm3.py sets v_head_dim): 62 layers, hidden 2560, 40 heads, q_lora 768, kv_lora 256,
+    nope 64 + rope 32, MLP 6400, vocabulary 73448, untied. Hand count per layer: q 2560 x 768
+    + 768 + 768 x 40 x 96, kv 2560 x 288 + 256 + 256 x 40 x 128, o 40 x 64 x 2560, MLP 3 x
+    2560 x 6400, two norms: 4.262B in all."""
+    config = {"architectures": ["MiniCPM3ForCausalLM"], "hidden_size": 2560,
+              "num_attention_heads": 40, "num_key_value_heads": 40, "num_hidden_layers": 62,
+              "intermediate_size": 6400, "qk_nope_head_dim": 64, "qk_rope_head_dim": 32,
+              "q_lora_rank": 768, "kv_lora_rank": 256, "vocab_size": 73448,
+              "tie_word_embeddings": False}
+    model = _model(config, tmp_path, "minicpm3")
+    assert model.moe is None and model.mla is not None and model.mla.v_head_dim == 64
+    d = 2560
+    per_layer = (d * 768 + 768 + 768 * 40 * 96 + d * 288 + 256 + 256 * 40 * 128
+                 + 40 * 64 * d + 3 * d * 6400 + 2 * d)
+    assert total_params(model) == pytest.approx(62 * per_layer + d + 2 * 73448 * d)
+    with pytest.raises(SpecError, match=r"cannot model key 'num_experts_per_tok' \(MLA with"):
+        import_config({**config, "num_experts_per_tok": 8}, name="x", source="s")

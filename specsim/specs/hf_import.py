@@ -428,14 +428,21 @@ def _mla_block(k: _Keys) -> dict[str, Any]:
 
 
 def _deepseek(k: _Keys) -> dict[str, Any]:
-    return {
-        "mla": _mla_block(k),
-        "moe": {**_moe_block(k, "n_routed_experts"),
-                "num_shared_experts": k.int("n_shared_experts", 0),
-                "shared_expert_intermediate_size": k.int("moe_intermediate_size")},
-        "mtp_layers": k.int("num_nextn_predict_layers", 0),
-        **_sparse_attention(k),
-    }
+    """MLA attention with DeepSeek's MoE, or with a dense MLP on every layer where the config
+    names no routed experts (MiniCPM3: MiniCPM3ForCausalLM has MLA and no experts)."""
+    out: dict[str, Any] = {"mla": _mla_block(k),
+                           "mtp_layers": k.int("num_nextn_predict_layers", 0),
+                           **_sparse_attention(k)}
+    if k.int("n_routed_experts", 0):
+        out["moe"] = {**_moe_block(k, "n_routed_experts"),
+                      "num_shared_experts": k.int("n_shared_experts", 0),
+                      "shared_expert_intermediate_size": k.int("moe_intermediate_size")}
+    else:
+        unread = sorted(key for key in k.config if key in _MOE_ONLY_KEYS
+                        and k.config[key] not in (None, 0, [], False))
+        if unread:  # experts counted under a key this path does not read: not dense
+            raise k.cannot(unread[0], "MLA with an expert layout without 'n_routed_experts'")
+    return out
 
 
 def _longcat_defaults(config: Config, where: str) -> dict[str, Any]:
@@ -724,6 +731,116 @@ def _qwen3_5(k: _Keys) -> dict[str, Any]:
     return out
 
 
+def _nested(config: Config, where: str, key: str) -> Config:
+    """A nested block of the config (DBRX's attn_config / ffn_config): a mapping or absent."""
+    value = config.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: key '{key}' must be an object, got {show(value, 40)}")
+    return value
+
+
+def _dbrx_defaults(config: Config, where: str) -> dict[str, Any]:
+    """DBRX (transformers DbrxConfig) names its sizes d_model, n_layers, n_heads and keeps the
+    rest in two nested blocks: attn_config.kv_n_heads, ffn_config.ffn_hidden_size (each
+    expert's width), ffn_config.moe_num_experts and moe_top_k. Read as the standard keys;
+    the blocks are the generic ones (fused Wqkv and out_proj without biases, gated SiLU
+    experts w1 / v1 / w2, a bias-free router)."""
+    attn, ffn = _nested(config, where, "attn_config"), _nested(config, where, "ffn_config")
+    return {key: value for key, value in (
+        ("hidden_size", config.get("d_model")), ("num_hidden_layers", config.get("n_layers")),
+        ("num_attention_heads", config.get("n_heads")),
+        ("num_key_value_heads", attn.get("kv_n_heads")),
+        ("intermediate_size", ffn.get("ffn_hidden_size")),
+        ("num_local_experts", ffn.get("moe_num_experts")),
+        ("num_experts_per_tok", ffn.get("moe_top_k"))) if value is not None}
+
+
+def _decilm_blocks(config: Config, where: str) -> list[tuple[Config, Config]]:
+    """DeciLM's `block_configs`: one {attention, ffn} pair per layer, checked."""
+    blocks = config.get("block_configs")
+    if not isinstance(blocks, list) or not blocks or not all(
+            isinstance(b, dict) and isinstance(b.get("attention"), dict)
+            and isinstance(b.get("ffn"), dict) for b in blocks):
+        raise SpecError(f"{where}: key 'block_configs' must list one object with 'attention' "
+                        "and 'ffn' per layer")
+    return [(b["attention"], b["ffn"]) for b in blocks]
+
+
+def _decilm_width(ffn_mult: object, hidden: int, where: str) -> int:
+    """A DeciLM FFN's width from its ffn_mult, as the model code computes it
+    (_ffn_mult_to_intermediate_size in vLLM / SGLang nemotron_nas.py): int(2 * mult * hidden
+    / 3), rounded up to a multiple of 256."""
+    if isinstance(ffn_mult, bool) or not isinstance(ffn_mult, (int, float)) or ffn_mult <= 0:
+        raise SpecError(f"{where}: key 'block_configs' has an ffn_mult that is not a positive "
+                        f"number: {show(ffn_mult, 40)}")
+    width = int(2 * ffn_mult * hidden / 3)
+    return -(-width // 256) * 256
+
+
+def _decilm_defaults(config: Config, where: str) -> dict[str, Any]:
+    """Llama-Nemotron (DeciLMForCausalLM, model_type nemotron-nas) gives no layer count, KV
+    heads or FFN width at the top level: every layer has its own block config. The KV heads
+    are num_attention_heads / n_heads_in_group (one value for all attention layers, else
+    refused by the builder); the FFN width is the mean of the layers' widths, which keeps the
+    FFN weights and FLOPs of the whole model exact (both are linear in the width) though
+    specsim holds one width for every layer."""
+    blocks = _decilm_blocks(config, where)
+    out: dict[str, Any] = {"num_hidden_layers": len(blocks)}
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    groups = {a.get("n_heads_in_group") for a, _ in blocks if not a.get("no_op")}
+    if len(groups) > 1:
+        raise _Keys(config, where, "DeciLMForCausalLM", {}).cannot(
+            "block_configs", "attention layers with different KV-head counts (n_heads_in_group)")
+    group = next(iter(groups), None)
+    if groups and (isinstance(group, bool) or not isinstance(group, int) or group <= 0):
+        raise SpecError(f"{where}: key 'block_configs' has an n_heads_in_group that is not a "
+                        f"positive integer: {show(group, 40)}")
+    if isinstance(heads, int) and isinstance(group, int):
+        out["num_key_value_heads"] = heads // group
+    if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden > 0:
+        widths = [_decilm_width(f.get("ffn_mult"), hidden, where) for _, f in blocks
+                  if not f.get("no_op")]
+        if widths:
+            out["intermediate_size"] = round(sum(widths) / len(widths))
+    return out
+
+
+def _decilm(k: _Keys) -> dict[str, Any]:
+    """Llama-Nemotron (DeciLMForCausalLM; vLLM / SGLang nemotron_nas.py): a Llama stack pruned
+    per layer by `block_configs`. An attention block is Llama attention with
+    num_attention_heads / n_heads_in_group KV heads, or no_op (no attention, no input norm:
+    the layer is MLP-only); an FFN block is a gated MLP of its ffn_mult's width, or no_op.
+    Blocks replaced by a linear layer, windowed attention or per-layer KV-head counts are
+    refused."""
+    blocks = _decilm_blocks(k.config, k.where)
+    layer_types, mlp_types = [], []
+    for i, (attn, ffn) in enumerate(blocks):
+        for part, block in (("attention", attn), ("ffn", ffn)):
+            if block.get("replace_with_linear"):
+                raise k.cannot("block_configs", f"layer {i}'s {part} replaced by a linear layer")
+            if block.get("sparsify"):
+                raise k.cannot("block_configs", f"layer {i}'s sparsified {part}")
+        if not attn.get("no_op"):
+            if attn.get("window_length") or attn.get("num_sink_tokens"):
+                raise k.cannot("block_configs", f"layer {i}'s windowed / sink attention")
+        if attn.get("no_op") and ffn.get("no_op"):
+            raise k.cannot("block_configs", f"layer {i} with neither attention nor FFN")
+        layer_types.append("mlp_only" if attn.get("no_op") else "full_attention")
+        mlp_types.append("none" if ffn.get("no_op") else "dense")
+    return {"layer_types": layer_types, "mlp_types": mlp_types}
+
+
+def _minicpm3_defaults(config: Config, _where: str) -> dict[str, Any]:
+    """MiniCPM3's config gives no v_head_dim: its MLA values are hidden_size /
+    num_attention_heads wide (vLLM / SGLang minicpm3.py)."""
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+        return {"v_head_dim": hidden // heads}
+    return {}
+
+
 # Gemma 3 text defaults (Gemma3TextConfig): the published 27B file omits vocab_size and more.
 _GEMMA3_TEXT = {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4,
                 "head_dim": 256, "sliding_window": 4096, "tie_word_embeddings": True}
@@ -766,6 +883,9 @@ _FAMILIES: dict[str, _Family] = {
     "GptOssForCausalLM": _Family(builder=_gpt_oss),
     "LongcatFlashForCausalLM": _Family(builder=_longcat, derived=_longcat_defaults),
     **{arch: _Family(builder=_minimax) for arch in _MINIMAX},
+    "DbrxForCausalLM": _Family(derived=_dbrx_defaults),
+    "DeciLMForCausalLM": _Family(builder=_decilm, derived=_decilm_defaults),
+    "MiniCPM3ForCausalLM": _Family(derived=_minicpm3_defaults),
     # Apertus: up_proj -> xIELU -> down_proj, no gate (vLLM / SGLang apertus.py)
     "ApertusForCausalLM": _Family(gated_mlp=False),
 }
