@@ -57,6 +57,30 @@ def test_an_unmeasured_degree_is_a_ring_over_the_link() -> None:
         a100.interconnect_latency_s)
 
 
+def test_a_mesh_gives_a_group_of_n_gpus_n_minus_1_links(tmp_path: Path) -> None:
+    """AMD's 8-GPU platform links each GPU to each peer once (7 x 64 GB/s per direction on an
+    MI300X): a TP group of n gets n - 1 links; NVSwitch gives any group the whole 450 GB/s.
+    Past SGLang PR #6619's measured TP 4 all-reduce (its 1-8 MiB points, 22.91 -> 118.31 us:
+    13.6 us per MiB) a ring over 3 links at NCCL's 0.538 takes 2 x 3/4 MiB / (0.538 x 192
+    GB/s) = 15.2 us per MiB, within 15% (over all 7 links it would be 6.5 us, half)."""
+    mi300x, h100 = load_hardware("mi300x"), load_hardware("h100-sxm")
+    assert [mi300x.group_bandwidth(n) for n in (2, 4, 8)] == pytest.approx([64e9, 192e9, 448e9])
+    assert {h100.group_bandwidth(n) for n in (2, 4, 8)} == {450e9}
+    mib = 1048576
+    measured = (118.31 - 22.91) / 7  # us per MiB, the table's 1 to 8 MiB
+    ring = 2 * 3 / 4 * mib / (0.538 * 192e9) * 1e6
+    assert ring == pytest.approx(measured, rel=0.15)
+    assert collective_time_s(np.array([4.0 * mib]), mi300x, 4)[0] * 1e6 == pytest.approx(63.86)
+    # past 8 MiB the extra bytes go over the 3 links
+    got = collective_time_s(np.array([9.0 * mib]), mi300x, 4)[0] * 1e6
+    assert got == pytest.approx(118.31 + ring)
+    text = (Path(__file__).parent.parent / "hardware" / "mi300x.yaml").read_text()
+    path = tmp_path / "gpu.yaml"
+    path.write_text(text.replace("  mesh_links:\n    value: 7", "  mesh_links:\n    value: -1"))
+    with pytest.raises(SpecError, match="gpu.yaml.*'interconnect.mesh_links'"):
+        load_hardware(str(path))
+
+
 @requires_vidur
 def test_the_ring_rate_is_nccls_measured_on_a_dgx_a100() -> None:
     """RING_BANDWIDTH_FRACTION against Vidur's NCCL all-reduce table (one DGX A100, 8 GPUs,

@@ -238,7 +238,7 @@ def all_to_all_time_s(bytes_: FloatArray, hw: Hardware, ep: int = 1) -> FloatArr
     b = np.asarray(bytes_, dtype=np.float64)
     node, d = hw.node, hw.scale_up_gpus
     if node is None or ep <= d:
-        return np.asarray(hw.interconnect_latency_s + b / hw.interconnect_bandwidth_bytes_per_s,
+        return np.asarray(hw.interconnect_latency_s + b / hw.group_bandwidth(ep),
                           dtype=np.float64)
     inside_s = b * (d - 1) / (ep - 1) / hw.interconnect_bandwidth_bytes_per_s
     outside_s = b * (ep - d) / (ep - 1) / node.network_bandwidth_bytes_per_s
@@ -275,20 +275,19 @@ def domain_allreduce_s(bytes_: FloatArray, hw: Hardware, tp: int) -> FloatArray:
     sizes and the smallest size's time below them; past the largest the engines hand the
     message to NCCL, whose ring takes the extra bytes at RING_BANDWIDTH_FRACTION of the link.
     Otherwise NCCL's ring throughout: latency + 2 (tp - 1)/tp bytes / (RING_BANDWIDTH_FRACTION x
-    link bandwidth)."""
+    link bandwidth). The link bandwidth is the group's (`Hardware.group_bandwidth`): on a
+    fully connected mesh a group of tp GPUs has tp - 1 of its links."""
     if tp <= 1:
         return np.zeros_like(bytes_)
     points = hw.allreduce_s.get(tp)
     if points:
         sizes, times = (np.array(p, dtype=np.float64) for p in zip(*points, strict=True))
         b = np.asarray(bytes_, dtype=np.float64)
-        slope = 2.0 * (tp - 1) / tp / (RING_BANDWIDTH_FRACTION
-                                       * hw.interconnect_bandwidth_bytes_per_s)
+        slope = 2.0 * (tp - 1) / tp / (RING_BANDWIDTH_FRACTION * hw.group_bandwidth(tp))
         beyond = times[-1] + slope * (b - sizes[-1])
         return np.asarray(np.where(b > sizes[-1], beyond, np.interp(b, sizes, times)),
                           dtype=np.float64)
-    ring = 2.0 * (tp - 1) / tp * bytes_ / (RING_BANDWIDTH_FRACTION
-                                           * hw.interconnect_bandwidth_bytes_per_s)
+    ring = 2.0 * (tp - 1) / tp * bytes_ / (RING_BANDWIDTH_FRACTION * hw.group_bandwidth(tp))
     return np.asarray(hw.interconnect_latency_s + ring, dtype=np.float64)
 
 

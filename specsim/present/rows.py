@@ -54,6 +54,9 @@ def hardware_rows(hw: Hardware, transferred: GemmEfficiency | None) -> list[Row]
                     f"{points[0][0]:,.0f}-{points[-1][0]:,.0f} B",
            "source": src(f"interconnect.allreduce_us.tp{tp}[0][1]")}
           for tp, points in hw.allreduce_s.items()),
+        *([{"field": "interconnect_mesh_links (a TP group of n GPUs uses n - 1)",
+            "value": hw.mesh_links, "source": src("interconnect.mesh_links")}]
+          if hw.mesh_links else []),
         {"field": "pcie_GB_per_s", "value": hw.pcie_bandwidth_bytes_per_s / 1e9,
          "source": src("pcie.bandwidth_GB_per_s")},
     ]

@@ -30,6 +30,7 @@ US = 1e-6
 GBIT = 1e9 / 8  # bytes/s in one Gb/s (network rates are quoted in bits)
 # GPUs a replica may span: far above any deployed NVLink domain or expert-parallel group.
 MAX_NODE_GPUS = 576
+MAX_MESH_LINKS = MAX_NODE_GPUS - 1  # a fully connected mesh links each GPU to all others
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,6 +199,10 @@ class Hardware:
     # per TP degree: ((message bytes, seconds), ...) ascending in bytes. A TP degree without
     # points is priced as latency + ring traffic over the link (`interconnect_latency_s`).
     allreduce_s: Mapping[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    # Links of a fully connected mesh (AMD's xGMI: one link to each of 7 peers), over which
+    # `interconnect_bandwidth_bytes_per_s` is the sum; 0: a switch (NVSwitch), which gives a
+    # collective over any number of the domain's GPUs the whole bandwidth (`group_bandwidth`).
+    mesh_links: int = 0
     efficiency: Efficiency = field(default_factory=Efficiency)
     # The node and the network between nodes; None: not given (every collective is priced
     # over `interconnect`, and a layout past 8 GPUs is refused: `layout_problem`).
@@ -212,6 +217,15 @@ class Hardware:
                 raise SpecError(f"{self.path}: '{name}' must be > 0, got {getattr(self, name)!r}")
         if not self.peak_flops_per_s:
             raise SpecError(f"{self.path}: no peak flops given")
+
+    def group_bandwidth(self, gpus: int) -> float:
+        """Per-direction bandwidth one GPU has to the others of a group of `gpus` inside the
+        domain: the whole link through a switch; on a fully connected mesh only the links to
+        the group's other GPUs carry its traffic, (gpus - 1) of the `mesh_links`."""
+        if self.mesh_links < 1:
+            return self.interconnect_bandwidth_bytes_per_s
+        peers = min(max(gpus - 1, 1), self.mesh_links)
+        return self.interconnect_bandwidth_bytes_per_s * peers / self.mesh_links
 
     def flops_per_s(self, dtype: str) -> float:
         """Dense peak flop/s for a compute dtype; falls back from bf16 to fp16 and vice versa."""
@@ -365,6 +379,7 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
             sm_count=compute.integer("sm_count", 0),
             achievable_flops_per_s=_achievable(compute, dense),
             allreduce_s=_allreduce(link.sub("allreduce_us", required=False)),
+            mesh_links=link.integer("mesh_links", 0, maximum=MAX_MESH_LINKS),
             efficiency=_efficiency(f.sub("efficiency", required=False)),
             node=_node(f.sub("node", required=False)),
             sources=spec.sources,
