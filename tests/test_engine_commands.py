@@ -159,7 +159,8 @@ def test_a_dflash_block_per_range() -> None:
 def test_measured_dflash_recommendation_reaches_batch_64() -> None:
     """The issue's case: `specsim recommend --drafter dflash-qwen3-8b --batch 1,8,64` printed
     one SGLang line with block 16 for batches 1, 8 and 64. Each SGLang command now runs the
-    block the table shows for its batches, capped at its range's largest batch."""
+    block the table shows for its batches, capped at its range's largest batch; a range the
+    table serves without speculation (block 1) is a plain server, with no block flag."""
     setup, profile = load_setup(drafter="dflash-qwen3-8b")
     rec = recommend(setup, profile, [1, 8, 64])
     assert rec.engine_trees is not None
@@ -168,8 +169,10 @@ def test_measured_dflash_recommendation_reaches_batch_64() -> None:
     assert len({block[1], block[8], block[64]}) == len(commands) > 1
     for c in commands:
         argv = list(c.argv)
-        assert {block[b] for b in c.batches} == {
-            int(argv[argv.index("--speculative-dflash-block-size") + 1])}
+        flag = "--speculative-dflash-block-size"
+        runs = int(argv[argv.index(flag) + 1]) if flag in argv else 1
+        assert {block[b] for b in c.batches} == {runs}
+        assert ("--speculative-algorithm" in argv) == (runs > 1)
         assert argv[-2:] == ["--max-running-requests", str(max(c.batches))]
     # vLLM switches per batch size inside one server: still one command, capped at 64
     (vllm,) = [c for c in engine_commands(rec, setup) if c.engine == "vllm"]

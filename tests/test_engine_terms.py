@@ -57,6 +57,56 @@ def test_an_unmeasured_degree_is_a_ring_over_the_link() -> None:
         a100.interconnect_latency_s)
 
 
+def _verify_rounds(model: str, factor: float, batch: list[int]) -> tuple[Any, Any]:
+    """(speedup table, its setup) of plain decoding and a chain of 3 on an H100 at 2,048
+    cached tokens, SGLang's terms with the given verify_attention_factor."""
+    from specsim.speculation.speedup import Candidates, Setup, speedup_table
+
+    cands = Candidates(nodes=np.array([0.0, 3.0]), depth=np.array([0.0, 3.0]),
+                       tau=np.array([1.0, 2.5]), max_width=np.array([1.0, 1.0]),
+                       shape=("chain", "chain"))
+    engine = load_engine("sglang:sync").with_terms(verify_attention_factor=factor)
+    setup = Setup(target=load_model(model), hardware=load_hardware("h100-sxm"),
+                  drafter=None, draft_cost=0.1, context=2048.0, engine=engine)
+    return speedup_table(setup, batch, cands), setup
+
+
+def test_verification_attention_pays_the_engines_factor_on_gqa_attention_only() -> None:
+    """A verification pass's attention costs verify_attention_factor x a decoding kernel's:
+    at factor 3 each round's verification grows by 2 x the softmax attention of that pass
+    (timed here on its own from pass_cost: 4 queries a request over 2,048 cached tokens), and a
+    plain step not at all; an MLA target (DeepSeek-V3) is left alone, its decode kernels
+    holding the heads in the query tile."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.speculation import engine_time
+
+    one, setup = _verify_rounds("llama-3.1-8b", 1.0, [2, 32])
+    three, _ = _verify_rounds("llama-3.1-8b", 3.0, [2, 32])
+    hw = engine_time.timing_hardware(setup.engine, setup.hardware)
+    cost = pass_cost(setup.target, hw, batch_mix_passes(4.0, np.array([2.0, 32.0]),
+                                                        np.array([2048.0])))
+    attention = cost.by_op()["attention"]
+    assert three.verify_s[:, 1] - one.verify_s[:, 1] == pytest.approx(2 * attention, rel=1e-9)
+    assert np.asarray(three.verify_attention_s)[:, 1] == pytest.approx(attention, rel=1e-9)
+    assert three.baseline_s == pytest.approx(one.baseline_s, rel=1e-12)
+    assert three.verify_s[:, 0] == pytest.approx(one.verify_s[:, 0], rel=1e-12)
+    mla_one, _ = _verify_rounds("deepseek-v3", 1.0, [8])
+    mla_three, _ = _verify_rounds("deepseek-v3", 3.0, [8])
+    assert mla_three.verify_s == pytest.approx(mla_one.verify_s, rel=1e-12)
+
+
+def test_a_factor_below_one_names_the_file_and_field(tmp_path: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).parent.parent / "engines" / "vllm.yaml").read_text())
+    data["priors"]["verify_attention_factor"]["value"] = 0.5
+    path = tmp_path / "engine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError, match="engine.yaml: field 'priors.verify_attention_factor'"):
+        load_engine(str(path))
+
+
 def test_a_mesh_gives_a_group_of_n_gpus_n_minus_1_links(tmp_path: Path) -> None:
     """AMD's 8-GPU platform links each GPU to each peer once (7 x 64 GB/s per direction on an
     MI300X): a TP group of n gets n - 1 links; NVSwitch gives any group the whole 450 GB/s.

@@ -33,6 +33,7 @@ def engines_list(as_json: JsonOpt = False) -> None:
                      "moe_layer_us": e.moe_layer_s * 1e6,
                      "moe_expert_floor_us": e.moe_expert_floor_s * 1e6,
                      "round_request_us": e.round_request_s * 1e6,
+                     "verify_attention_factor": e.verify_attention_factor,
                      "spec_overlap": e.spec_overlap,
                      "fitted_on_rows": len(e.fitted_on)})
     emit(rows, as_json)
@@ -62,15 +63,16 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
                  as_json: JsonOpt = False) -> None:
     """One engine's terms: the value used, where it comes from (its source, or the fit: rows,
     held-out error, range) and, for a fitted term, the prior it replaced."""
-    from specsim.specs.engines import TERMS, load_engine
+    from specsim.specs.engines import FACTORS, TERMS, load_engine
 
     e = load_engine(name)
     rows: list[dict[str, Any]] = []
-    for term in TERMS:
+    for term in (*TERMS, *FACTORS):
         fitted = term in e.fits
         rows.append({"term": term, "value": getattr(e, term),
                      "from": "fitted" if fitted else "prior",
-                     "prior": e.priors.get(term, 0.0) if fitted else None,
+                     "prior": e.priors.get(term, 1.0 if term in FACTORS else 0.0)
+                     if fitted else None,
                      "source": _fitted(e, term, as_json) if fitted
                      else e.sources.get(term, "")})
     for block in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):

@@ -34,7 +34,7 @@ from specsim.forward.shapes import FloatArray
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
-from specsim.specs.engines import Engine, load_engine
+from specsim.specs.engines import FACTORS, Engine, load_engine
 from specsim.specs.hardware import Hardware, load_hardware
 from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
@@ -81,12 +81,17 @@ class RoundParts:
     draft_s: float
     passes: float
     weight_dtype: str = ""  # the target's weights as the row served them ("": its own)
+    # the verification pass's softmax attention (kernel model seconds, included in verify_s
+    # once): the engine's verify_attention_factor adds (factor - 1) x this
+    verify_attention_s: float = 0.0
 
     def times(self, terms: dict[str, float]) -> tuple[float, float]:
         """(plain decoding step, speculative round) in seconds with these engine terms."""
+        engine = _with_terms(self.engine, terms)
+        verify = self.verify_s + (engine.verify_attention_factor - 1.0) * self.verify_attention_s
         rt = engine_time.round_time(
-            _with_terms(self.engine, terms), self.target, self.drafter, batch=self.batch,
-            step_gpu_s=self.baseline_s, verify_gpu_s=self.verify_s, draft_gpu_s=self.draft_s,
+            engine, self.target, self.drafter, batch=self.batch,
+            step_gpu_s=self.baseline_s, verify_gpu_s=verify, draft_gpu_s=self.draft_s,
             passes=self.passes, weight_dtype=self.weight_dtype)
         return float(rt.step_s), float(rt.round_s)
 
@@ -97,7 +102,7 @@ class PartsTimer:
     element the same numbers as each part's own call. A fit evaluates every row at each of its
     trial terms, and timing the rows one by one was most of `specsim plan`'s time."""
 
-    FIELDS = ("batch", "baseline_s", "verify_s", "draft_s", "passes")
+    FIELDS = ("batch", "baseline_s", "verify_s", "draft_s", "passes", "verify_attention_s")
 
     def __init__(self, parts: list[RoundParts]) -> None:
         self.parts: list[RoundParts] = []  # each once, in the order first given
@@ -128,9 +133,12 @@ class PartsTimer:
         """(step, round) seconds of every part (`parts`' order) with these engine terms."""
         step, round_s = np.empty(len(self.parts)), np.empty(len(self.parts))
         for engine, places, counts, a in self._groups:
+            timed = engine.with_terms(**terms)
+            verify = a["verify_s"] + (timed.verify_attention_factor - 1.0) \
+                * a["verify_attention_s"]
             rt = engine_time.counted_round_time(
-                engine.with_terms(**terms), counts, batch=a["batch"],
-                step_gpu_s=a["baseline_s"], verify_gpu_s=a["verify_s"],
+                timed, counts, batch=a["batch"],
+                step_gpu_s=a["baseline_s"], verify_gpu_s=verify,
                 draft_gpu_s=a["draft_s"], passes=a["passes"])
             step[places], round_s[places] = rt.step_s, rt.round_s
         return step, round_s
@@ -374,7 +382,8 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
     (`Engine.prefill_mixed` false), as those passes' share of each step and round
     (`prefill_stall_s`, priced with the engine's terms as loaded: a prefill pass is no
     speculative round, so the fitted round terms do not enter it)."""
-    setup, cands = row_setup(row, engine.with_terms(**dict.fromkeys(ZEROED, 0.0)))
+    setup, cands = row_setup(row, engine.with_terms(**dict.fromkeys(ZEROED, 0.0),
+                                                    verify_attention_factor=1.0))
     table = speedup_table(setup, [row.batch], cands)
     depth = float(cands.depth[0])
     passes = 0.0 if setup.drafter is None else float(draft_passes(setup.drafter, depth))
@@ -395,7 +404,8 @@ def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
         engine=engine.with_spec_overlap(row.spec_overlap), target=setup.target,
         drafter=setup.drafter, batch=float(row.batch), baseline_s=baseline, verify_s=verify,
         draft_s=float(table.draft_s[0, 0]), passes=passes,
-        weight_dtype=setup.precision.weight_dtype)
+        weight_dtype=setup.precision.weight_dtype,
+        verify_attention_s=float(np.asarray(table.verify_attention_s).reshape(-1)[0]))
 
 
 # A published row names built-in specs only (published.py checks), and the samples of one
@@ -540,7 +550,7 @@ class SamplePredictor:
 def fit_terms(engine: Engine, samples: list[Sample]) -> dict[str, float]:
     """The engine's fittable terms minimizing squared log error over the samples, bounded to
     their physical ranges; every other term keeps the engine's own value."""
-    terms = {k: getattr(engine, k) for k in ZEROED}
+    terms = {k: getattr(engine, k) for k in (*ZEROED, *FACTORS)}
     names = engine.fittable
     if not names or not samples:
         return terms

@@ -43,6 +43,10 @@ The terms (under `priors:`, SI units):
                            expert, activation, weighted sum, the GEMMs' fixed latency)
     moe_expert_floor_s     least seconds the fused-MoE kernel spends per touched expert and
                            MoE layer (both expert GEMMs), however few tokens the expert got
+    verify_attention_factor  time of a verification pass's attention over the same KV read
+                           by a decoding step's attention kernel (>= 1): engines that run
+                           several queries per request through a prefill-type kernel waste
+                           most of its query tile; 1 where a decode kernel takes them
 
 and at the top level (sourced, never fitted):
 
@@ -89,7 +93,10 @@ LAUNCH_MODES = ("eager", "graphs", "none")
 # `fitted:` block holds, each within the range stated there.
 FITTABLE = {"eager": ("op_host_s", "round_s"),
             "graphs": ("kernel_s", "per_pass_s", "per_request_s", "drafter_pass_s",
-                       "round_request_s", "round_s")}
+                       "round_request_s", "round_s", "verify_attention_factor")}
+# Terms that scale a kernel time rather than add seconds: 1 is none, and a value below 1 is
+# refused. Not in TERMS (whose default and floor are 0 s).
+FACTORS = ("verify_attention_factor",)
 
 
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
@@ -173,6 +180,7 @@ class Engine:
     moe_layer_s: float = 0.0
     moe_expert_floor_s: float = 0.0
     round_request_s: float = 0.0
+    verify_attention_factor: float = 1.0
     spec_overlap: bool = False
     prefill_mixed: bool = True
     spec_max_running: int | None = None  # running-request cap with speculation (None: none)
@@ -190,6 +198,10 @@ class Engine:
         for name in TERMS:
             if getattr(self, name) < 0:
                 raise SpecError(f"{self.path}: field '{name}' must be >= 0, "
+                                f"got {getattr(self, name)!r}")
+        for name in FACTORS:
+            if not getattr(self, name) >= 1.0:
+                raise SpecError(f"{self.path}: field '{name}' must be >= 1, "
                                 f"got {getattr(self, name)!r}")
         for block in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
             for dtype, f in getattr(self, block).items():
@@ -277,6 +289,7 @@ def load_engine(name: str) -> Engine:
     f = Fields(spec.data, spec.path)
     pf = f.sub("priors", required=False) or Fields({}, spec.path, "priors.")
     priors = {key: pf.number(key, 0.0, minimum=0.0) for key in TERMS}
+    priors |= {key: pf.number(key, 1.0, minimum=1.0) for key in FACTORS}
     launch = f.choice("launch", LAUNCH_MODES)
     fits = _fitted_terms(f, launch)
     numbers = {**priors, **{k: t.value for k, t in fits.items()}}
@@ -306,18 +319,18 @@ def load_engine(name: str) -> Engine:
 def _check_engine_keys(data: dict[str, object], path: str) -> None:
     """Every key in ENGINE_KEYS, FIT_KEYS and DRAFTER_OPS_KEYS (one line naming the closest)."""
     for key in data:
-        if key in TERMS:
+        if key in TERMS or key in FACTORS:
             raise SpecError(f"{path}: field '{key}' belongs under 'priors:' (value and source) "
                             "or 'fitted:' (value, range, range_source)")
     check_keys(data, ENGINE_KEYS, path)
     priors = data.get("priors")
     if isinstance(priors, dict):
-        check_keys(priors, TERMS, f"{path}: block 'priors'")
+        check_keys(priors, (*TERMS, *FACTORS), f"{path}: block 'priors'")
     fitted = data.get("fitted")
     if isinstance(fitted, dict):
         check_keys(fitted, FITTED_KEYS, f"{path}: block 'fitted'")
         for term, entry in fitted.items():
-            if term in TERMS and isinstance(entry, dict):
+            if (term in TERMS or term in FACTORS) and isinstance(entry, dict):
                 check_keys(entry, FITTED_TERM_KEYS, f"{path}: block 'fitted.{term}'")
     for name in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
         dtypes = data.get(name)
@@ -372,7 +385,7 @@ def _fitted_terms(f: Fields, launch: str) -> dict[str, FittedTerm]:
                               range_source=entry.string("range_source"),
                               held_out=None if held is None else _range(entry, "held_out"))
     for key in fit.keys():
-        if key in TERMS and key not in out:
+        if (key in TERMS or key in FACTORS) and key not in out:
             raise fit.error(key, f"is not fitted for a '{launch}' engine (fittable: "
                                  f"{', '.join(FITTABLE.get(launch, ())) or 'none'})")
     return out

@@ -10,6 +10,10 @@
 An engine with `spec_overlap` (SGLang's spec v2) does a round's host work while the GPU runs
 the next round, so a round takes max(GPU part, host) instead of their sum.
 
+The verification pass's kernel seconds come in with the engine's `verify_attention_factor`
+already on its GQA / MHA attention (`speedup.speedup_table`; validate adds it from each row's
+attention seconds when it fits the factor): a kernel-time term, not host work.
+
 An eager engine issues every op from Python; the host runs ahead of the GPU, so a pass takes
 the longer of the two. Its op counts are the target's layers x kernels_per_layer plus the
 model's own ops, a drafter pass's layers x kernels_per_layer plus what its family adds per

@@ -315,6 +315,13 @@ def _lengthening_note(setup: Setup, schedule: list[Choice], notes: list[str],
     elif setup.target.moe is not None:
         why = ("the target is a mixture of experts: a larger batch already reads most experts "
                "each step, so verifying more drafted tokens adds few expert weights")
+    elif (setup.engine is not None and setup.engine.verify_attention_factor > 1.0
+          and setup.target.mla is None):
+        why = (f"{engine} verifies through a prefill-type attention kernel, "
+               f"{setup.engine.verify_attention_factor:g}x a decoding kernel's time for the "
+               f"same KV cache (verify_attention_factor, engines/{engine}.yaml): a cost per "
+               "round that grows with the batch and the context whatever the draft length, "
+               "so longer drafts spread it over more accepted tokens")
     else:
         why = ("each step reads every request's KV cache, which a round reads once for all its "
                "drafted tokens; at this context that read grows with the batch, and longer "

@@ -13,6 +13,7 @@ level); `best_per_batch` picks the candidate that maximizes speedup or throughpu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,10 @@ from specsim.speculation.trees import (
     ordered_rank_table,
     tree_from_take,
 )
+
+# The ops of softmax attention over the KV cache (forward/ops.py), whose kernel an engine may
+# run through a prefill-type kernel when a request brings several queries (verification).
+SOFTMAX_ATTENTION_OPS = ("attention", "sliding_attention")
 
 if TYPE_CHECKING:
     from specsim.speculation.structure_results import StructureComparison
@@ -178,6 +183,10 @@ class SpeedupTable:
     # Host seconds per round done while the GPU runs (an engine with spec_overlap): a round
     # takes the longer of its GPU part and this; one value, or per batch.
     round_host_overlap_s: float | FloatArray = 0.0
+    # Attention seconds of each verification pass on the GPU's kernel model (a decoding
+    # kernel's time for its KV; 0 where nothing is drafted): what the engine's
+    # verify_attention_factor and a tree's slowdown scale. (batch, candidate).
+    verify_attention_s: FloatArray | float = 0.0
 
     @property
     def round_s(self) -> FloatArray:
@@ -267,12 +276,23 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
         batch_mix_passes(np.tile(nodes + 1, b.size), np.repeat(b, nodes.size), contexts),
         tp=setup.tp, precision=setup.precision, ep=setup.ep)
     verify = _kernel_s(setup, hw, cost).reshape(b.size, nodes.size)[:, index.ravel()]
+    by_op = cost.by_op()
+    drafting = candidates.nodes > 0
+
+    def per_candidate(names: Callable[[str], bool]) -> FloatArray:
+        seconds = np.zeros(cost.tokens.shape) + sum(v for k, v in by_op.items() if names(k))
+        return np.asarray(seconds.reshape(b.size, nodes.size)[:, index.ravel()] * drafting)
+
     slowdown = setup.hardware.efficiency.tree_attention_slowdown
     if slowdown != 1.0:  # tree masks fall off the fast causal attention kernels
-        attention = sum(v for k, v in cost.by_op().items() if k.endswith("attention"))
-        is_tree = candidates.max_width > 1
-        extra = (slowdown - 1.0) * np.asarray(attention).reshape(b.size, nodes.size)
-        verify = verify + extra[:, index.ravel()] * is_tree
+        attention = per_candidate(lambda name: name.endswith("attention"))
+        verify = verify + (slowdown - 1.0) * attention * (candidates.max_width > 1)
+    # softmax attention over a GQA / MHA cache (not a linear-attention or Mamba state, nor MLA,
+    # whose decode kernels put the heads in the query tile: several queries fill it as well)
+    softmax = per_candidate(lambda name: t.mla is None and name in SOFTMAX_ATTENTION_OPS)
+    if setup.engine is not None and setup.engine.verify_attention_factor != 1.0:
+        # several queries per request through the engine's prefill-type attention kernel
+        verify = verify + (setup.engine.verify_attention_factor - 1.0) * softmax
     if setup.drafter is not None:  # self-speculation keeps the drafted layers' work
         verify = verify * np.where(candidates.nodes > 0, verify_share(setup.drafter), 1.0)
         passes = draft_passes(setup.drafter, grid_d)
@@ -299,7 +319,8 @@ def speedup_table(setup: Setup, batch: ArrayLike, candidates: Candidates) -> Spe
         batch=b, candidates=candidates, baseline_s=baseline,
         verify_s=verify, draft_s=draft.reshape(b.size, k),
         round_overhead_s=overhead, fits=_fits(setup, b, contexts),
-        context=float(contexts.mean()), round_host_overlap_s=hidden)
+        context=float(contexts.mean()), round_host_overlap_s=hidden,
+        verify_attention_s=softmax)
 
 
 def speedup_sweep(setup: Setup, profile: AcceptanceProfile, batch: ArrayLike, nodes: ArrayLike,
