@@ -139,6 +139,23 @@ CASES = [
 ]
 
 
+def _hardware(slug: str, key: str, value: object) -> bytes:
+    """A built-in GPU profile with `interconnect.allreduce_us.<key>` set, as YAML bytes."""
+    data = yaml.safe_load((REPO / "hardware" / f"{slug}.yaml").read_text(encoding="utf-8"))
+    data["interconnect"].setdefault("allreduce_us", {"source": "a test"})[key] = value
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode()
+
+
+ALLREDUCE = [[4096, 7.0], [65536, 8.0]]
+CASES += [
+    # an all-reduce table's TP key: 'tp²' passed str.isdigit() and raised int()'s ValueError;
+    # 'tp02' silently replaced tp2's table; a degree past --tp's 64 was kept, never used
+    _case(f"allreduce-key-{key}", "roofline", "--hardware", "h.yaml", "--tokens", "1", "--tp",
+          "2", files={"h.yaml": _hardware("h100-sxm", key, ALLREDUCE)},
+          needle=f"interconnect.allreduce_us.{key}")
+    for key in ("tp\u00b2", "tp\u0663", "tp02", "tp999", "tp65", "tp1")]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
