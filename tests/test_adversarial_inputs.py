@@ -156,6 +156,31 @@ CASES += [
     for key in ("tp\u00b2", "tp\u0663", "tp02", "tp999", "tp65", "tp1")]
 
 
+def _engine_fitted(slug: str, *path: str, value: object) -> bytes:
+    """A built-in engine with `fitted.<path>` set, as YAML bytes."""
+    data = yaml.safe_load((REPO / "engines" / f"{slug}.yaml").read_text(encoding="utf-8"))
+    node = data["fitted"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+CASES += [
+    # fitted.rows: an integer raised "'int' object is not iterable"; a mapping or a string
+    # was read key by key (or character by character) as row ids
+    *[_case(f"engine-fitted-rows-{label}", "roofline", "--engine", "e.yaml", "--tokens", "1",
+            files={"e.yaml": _engine_fitted("sglang", "rows", value=value)},
+            needle="fitted.rows")
+      for label, value in (("int", 5), ("mapping", {"a": 1}), ("string", "row-1"),
+                           ("list-of-numbers", [1, 2]))],
+    # a held-out refit outside the term's range was accepted (refits are bounded to it)
+    _case("engine-held-out-outside-range", "roofline", "--engine", "e.yaml", "--tokens", "1",
+          files={"e.yaml": _engine_fitted("sglang", "round_s", "held_out", value=[10.0, 20.0])},
+          needle="fitted.round_s.held_out"),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
