@@ -181,6 +181,40 @@ CASES += [
 ]
 
 
+def _published(slug: str, **changes: object) -> bytes:
+    """A built-in published file with its first row's fields changed, as YAML bytes."""
+    data = yaml.safe_load((REPO / "workloads" / "published" / f"{slug}.yaml").read_text(
+        encoding="utf-8"))
+    data["rows"][0].update(changes)
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+CASES += [
+    _case(f"published-{label}", "validate", "--published", "p.yaml",
+          files={"p.yaml": _published("eagle3-paper-sglang-h100", **{key: value})},
+          needle=f"field '{key}'")
+    for label, key, value in (
+        # 'assumed: 5' raised "'int' object is not iterable"; a string was split into letters
+        ("assumed-int", "assumed", 5), ("assumed-nan", "assumed", float("nan")),
+        ("assumed-string", "assumed", "context"), ("assumed-mapping", "assumed", {"a": 1}),
+        # a TP of 10**6 passed the row's check and was refused as the option --tp
+        ("tp-1e6", "tp", 10**6), ("tp-65", "tp", 65),
+        # counts past what the CLI accepts for the same quantity were predicted
+        ("batch-1e9", "batch", 10**9), ("context-1e17", "context", 1e17),
+        ("draft-tokens-1e9", "draft_tokens", 10**9),
+        # text fields held a mapping or number, kept as its repr
+        ("source-mapping", "source", {"a": 1}), ("dataset-int", "dataset", 5),
+        ("id-list", "id", ["a"]), ("notes-mapping", "notes", {"a": 1}),
+        # kept-as-published fields were never checked
+        ("acceptance-rate-text", "acceptance_rate", "high"),
+        ("acceptance-rate-2", "acceptance_rate", 2.0),
+        ("temperature-nan", "temperature", float("nan")),
+        ("temperature-negative", "temperature", -1), ("topk-list", "topk", [1]))]
+CASES.append(_case("published-concurrency-input-tokens-1e9", "validate", "--published", "p.yaml",
+                   files={"p.yaml": _published("plain-decode-dense", input_tokens=10**9)},
+                   needle="field 'input_tokens'"))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
