@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,16 @@ def test_a_bad_latency_file_names_the_file_and_the_field(change: dict[str, dict[
     lines = outcome.stderr.strip().splitlines()
     assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-600:]
     assert "lat.yaml" in lines[0] and field in lines[0], lines[0]
+
+
+def test_validate_of_rows_none_predicted_prints_no_warning(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A published file none of whose rows is predicted (no tau): the summary took the median
+    of no errors, and numpy's 'Mean of empty slice' RuntimeWarnings went to stderr."""
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        outcome = run_case(_case("validate-none-predicted", "validate", "--published",
+                                 "sglang-docs-h100", needle=""))
+    assert outcome.error is None, repr(outcome.error)
+    assert outcome.code == 0 and outcome.stderr == "", outcome.stderr[-400:]
