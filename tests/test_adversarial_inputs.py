@@ -216,6 +216,23 @@ CASES.append(_case("published-concurrency-input-tokens-1e9", "validate", "--publ
                    needle="field 'input_tokens'"))
 
 
+DECILM = "llama-3.3-nemotron-super-49b-v1"
+CASES += [
+    # DeciLM block_configs: a NaN, infinite or 1e308 ffn_mult raised int()'s ValueError or
+    # OverflowError; a list or mapping as n_heads_in_group broke a set (unhashable); a hidden
+    # size of 10**400 overflowed the width's float; 'no_op: "false"' made the block a no-op
+    *[_import(f"decilm-ffn-mult-{label}", _config(DECILM, "block_configs", 0, "ffn",
+                                                  "ffn_mult", value=value), "ffn_mult")
+      for label, value in (("nan", float("nan")), ("inf", float("inf")), ("1e308", 1e308))],
+    *[_import(f"decilm-heads-in-group-{label}",
+              _config(DECILM, "block_configs", 3, "attention", "n_heads_in_group", value=value),
+              "n_heads_in_group") for label, value in (("list", [8]), ("mapping", {"a": 8}))],
+    _import("decilm-hidden-1e400", _config(DECILM, "hidden_size", value=10**400), "hidden_size"),
+    _import("decilm-no-op-string", _config(DECILM, "block_configs", 3, "attention", "no_op",
+                                           value="false"), "no_op"),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
