@@ -233,6 +233,11 @@ CASES += [
 ]
 
 
+# long-context --context "": an empty list ran the default sweep (every other command refuses it)
+CASES.append(_case("long-context-context-empty", "long-context", "--drafter",
+                   "eagle3-llama-3.1-8b", "--batch", "1", "--context", "", needle="--context"))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
