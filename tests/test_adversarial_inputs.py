@@ -320,3 +320,21 @@ def test_validate_of_rows_none_predicted_prints_no_warning(tmp_path: Path,
                                  "sglang-docs-h100", needle=""))
     assert outcome.error is None, repr(outcome.error)
     assert outcome.code == 0 and outcome.stderr == "", outcome.stderr[-400:]
+
+
+def test_plan_leaves_out_tp_degrees_a_small_node_cannot_form(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """A GPU profile whose node holds 3 GPUs: plan tried TP 4 and 8 anyway and stopped after its
+    first progress line with 'option --tp: a layout of 4 GPUs ...', an option never given.
+    Those degrees are left out with a note, as degrees the model cannot be split over are."""
+    data = yaml.safe_load((REPO / "hardware" / "h100-sxm.yaml").read_text(encoding="utf-8"))
+    data["node"].update(gpus=3, scale_up_gpus=3)
+    case = Case(kind="adversarial", label="plan-node-of-3",
+                args=("plan", "--hardware", "h.yaml", "--model", "llama-3.1-70b", "--out", "r"),
+                files={"h.yaml": yaml.safe_dump(data, sort_keys=False).encode()},
+                expect=frozenset({0}))
+    monkeypatch.chdir(tmp_path)
+    check_case(case, tmp_path)
+    report = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "TP 4 left out on" in report and "TP 8 left out on" in report
