@@ -157,6 +157,19 @@ CASES += [
     for key in ("tp\u00b2", "tp\u0663", "tp02", "tp999", "tp65", "tp1")]
 
 
+def _mesh(slug: str, links: int) -> bytes:
+    data = yaml.safe_load((REPO / "hardware" / f"{slug}.yaml").read_text(encoding="utf-8"))
+    data["interconnect"]["mesh_links"] = {"value": links, "source": "a test"}
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+# more mesh links than a GPU has peers in its domain (one link per peer): 575 links on an
+# 8-GPU board were accepted and left a TP 8 group 7/575 of the link bandwidth
+CASES += [_case(f"mesh-links-{slug}-{links}", "roofline", "--hardware", "h.yaml", "--tokens",
+                "1", files={"h.yaml": _mesh(slug, links)}, needle="interconnect.mesh_links")
+          for slug, links in (("mi300x", 8), ("h100-sxm", 575), ("gb200", 72))]
+
+
 def _engine_fitted(slug: str, *path: str, value: object) -> bytes:
     """A built-in engine with `fitted.<path>` set, as YAML bytes."""
     data = yaml.safe_load((REPO / "engines" / f"{slug}.yaml").read_text(encoding="utf-8"))

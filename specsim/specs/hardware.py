@@ -218,6 +218,12 @@ class Hardware:
                 raise SpecError(f"{self.path}: '{name}' must be > 0, got {getattr(self, name)!r}")
         if not self.peak_flops_per_s:
             raise SpecError(f"{self.path}: no peak flops given")
+        # one link per peer: 575 links on an 8-GPU board left a TP 8 group 7/575 of the bandwidth
+        domain = self.node.scale_up_gpus if self.node is not None else DEFAULT_NODE_GPUS
+        if self.mesh_links > domain - 1:
+            raise SpecError(f"{self.path}: field 'interconnect.mesh_links' = {self.mesh_links} "
+                            f"exceeds the {domain - 1} peers of a GPU in its {domain}-GPU domain "
+                            "(a fully connected mesh has one link per peer)")
 
     def group_bandwidth(self, gpus: int) -> float:
         """Per-direction bandwidth one GPU has to the others of a group of `gpus` inside the
