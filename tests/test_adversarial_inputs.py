@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,117 @@ CASES = [
 ]
 
 
+def _hardware(slug: str, key: str, value: object) -> bytes:
+    """A built-in GPU profile with `interconnect.allreduce_us.<key>` set, as YAML bytes."""
+    data = yaml.safe_load((REPO / "hardware" / f"{slug}.yaml").read_text(encoding="utf-8"))
+    data["interconnect"].setdefault("allreduce_us", {"source": "a test"})[key] = value
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode()
+
+
+ALLREDUCE = [[4096, 7.0], [65536, 8.0]]
+CASES += [
+    # an all-reduce table's TP key: 'tp²' passed str.isdigit() and raised int()'s ValueError;
+    # 'tp02' silently replaced tp2's table; a degree past --tp's 64 was kept, never used
+    _case(f"allreduce-key-{key}", "roofline", "--hardware", "h.yaml", "--tokens", "1", "--tp",
+          "2", files={"h.yaml": _hardware("h100-sxm", key, ALLREDUCE)},
+          needle=f"interconnect.allreduce_us.{key}")
+    for key in ("tp\u00b2", "tp\u0663", "tp02", "tp999", "tp65", "tp1")]
+
+
+def _mesh(slug: str, links: int) -> bytes:
+    data = yaml.safe_load((REPO / "hardware" / f"{slug}.yaml").read_text(encoding="utf-8"))
+    data["interconnect"]["mesh_links"] = {"value": links, "source": "a test"}
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+# more mesh links than a GPU has peers in its domain (one link per peer): 575 links on an
+# 8-GPU board were accepted and left a TP 8 group 7/575 of the link bandwidth
+CASES += [_case(f"mesh-links-{slug}-{links}", "roofline", "--hardware", "h.yaml", "--tokens",
+                "1", files={"h.yaml": _mesh(slug, links)}, needle="interconnect.mesh_links")
+          for slug, links in (("mi300x", 8), ("h100-sxm", 575), ("gb200", 72))]
+
+
+def _engine_fitted(slug: str, *path: str, value: object) -> bytes:
+    """A built-in engine with `fitted.<path>` set, as YAML bytes."""
+    data = yaml.safe_load((REPO / "engines" / f"{slug}.yaml").read_text(encoding="utf-8"))
+    node = data["fitted"]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+CASES += [
+    # fitted.rows: an integer raised "'int' object is not iterable"; a mapping or a string
+    # was read key by key (or character by character) as row ids
+    *[_case(f"engine-fitted-rows-{label}", "roofline", "--engine", "e.yaml", "--tokens", "1",
+            files={"e.yaml": _engine_fitted("sglang", "rows", value=value)},
+            needle="fitted.rows")
+      for label, value in (("int", 5), ("mapping", {"a": 1}), ("string", "row-1"),
+                           ("list-of-numbers", [1, 2]))],
+    # a held-out refit outside the term's range was accepted (refits are bounded to it)
+    _case("engine-held-out-outside-range", "roofline", "--engine", "e.yaml", "--tokens", "1",
+          files={"e.yaml": _engine_fitted("sglang", "round_s", "held_out", value=[10.0, 20.0])},
+          needle="fitted.round_s.held_out"),
+]
+
+
+def _published(slug: str, **changes: object) -> bytes:
+    """A built-in published file with its first row's fields changed, as YAML bytes."""
+    data = yaml.safe_load((REPO / "workloads" / "published" / f"{slug}.yaml").read_text(
+        encoding="utf-8"))
+    data["rows"][0].update(changes)
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+CASES += [
+    _case(f"published-{label}", "validate", "--published", "p.yaml",
+          files={"p.yaml": _published("eagle3-paper-sglang-h100", **{key: value})},
+          needle=f"field '{key}'")
+    for label, key, value in (
+        # 'assumed: 5' raised "'int' object is not iterable"; a string was split into letters
+        ("assumed-int", "assumed", 5), ("assumed-nan", "assumed", float("nan")),
+        ("assumed-string", "assumed", "context"), ("assumed-mapping", "assumed", {"a": 1}),
+        # a TP of 10**6 passed the row's check and was refused as the option --tp
+        ("tp-1e6", "tp", 10**6), ("tp-65", "tp", 65),
+        # counts past what the CLI accepts for the same quantity were predicted
+        ("batch-1e9", "batch", 10**9), ("context-1e17", "context", 1e17),
+        ("draft-tokens-1e9", "draft_tokens", 10**9),
+        # text fields held a mapping or number, kept as its repr
+        ("source-mapping", "source", {"a": 1}), ("dataset-int", "dataset", 5),
+        ("id-list", "id", ["a"]), ("notes-mapping", "notes", {"a": 1}),
+        # kept-as-published fields were never checked
+        ("acceptance-rate-text", "acceptance_rate", "high"),
+        ("acceptance-rate-2", "acceptance_rate", 2.0),
+        ("temperature-nan", "temperature", float("nan")),
+        ("temperature-negative", "temperature", -1), ("topk-list", "topk", [1]))]
+CASES.append(_case("published-concurrency-input-tokens-1e9", "validate", "--published", "p.yaml",
+                   files={"p.yaml": _published("plain-decode-dense", input_tokens=10**9)},
+                   needle="field 'input_tokens'"))
+
+
+DECILM = "llama-3.3-nemotron-super-49b-v1"
+CASES += [
+    # DeciLM block_configs: a NaN, infinite or 1e308 ffn_mult raised int()'s ValueError or
+    # OverflowError; a list or mapping as n_heads_in_group broke a set (unhashable); a hidden
+    # size of 10**400 overflowed the width's float; 'no_op: "false"' made the block a no-op
+    *[_import(f"decilm-ffn-mult-{label}", _config(DECILM, "block_configs", 0, "ffn",
+                                                  "ffn_mult", value=value), "ffn_mult")
+      for label, value in (("nan", float("nan")), ("inf", float("inf")), ("1e308", 1e308))],
+    *[_import(f"decilm-heads-in-group-{label}",
+              _config(DECILM, "block_configs", 3, "attention", "n_heads_in_group", value=value),
+              "n_heads_in_group") for label, value in (("list", [8]), ("mapping", {"a": 8}))],
+    _import("decilm-hidden-1e400", _config(DECILM, "hidden_size", value=10**400), "hidden_size"),
+    _import("decilm-no-op-string", _config(DECILM, "block_configs", 3, "attention", "no_op",
+                                           value="false"), "no_op"),
+]
+
+
+# long-context --context "": an empty list ran the default sweep (every other command refuses it)
+CASES.append(_case("long-context-context-empty", "long-context", "--drafter",
+                   "eagle3-llama-3.1-8b", "--batch", "1", "--context", "", needle="--context"))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
 def test_adversarial_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,3 +320,34 @@ def test_a_bad_latency_file_names_the_file_and_the_field(change: dict[str, dict[
     lines = outcome.stderr.strip().splitlines()
     assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-600:]
     assert "lat.yaml" in lines[0] and field in lines[0], lines[0]
+
+
+def test_validate_of_rows_none_predicted_prints_no_warning(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A published file none of whose rows is predicted (no tau): the summary took the median
+    of no errors, and numpy's 'Mean of empty slice' RuntimeWarnings went to stderr."""
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        outcome = run_case(_case("validate-none-predicted", "validate", "--published",
+                                 "sglang-docs-h100", needle=""))
+    assert outcome.error is None, repr(outcome.error)
+    assert outcome.code == 0 and outcome.stderr == "", outcome.stderr[-400:]
+
+
+def test_plan_leaves_out_tp_degrees_a_small_node_cannot_form(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """A GPU profile whose node holds 3 GPUs: plan tried TP 4 and 8 anyway and stopped after its
+    first progress line with 'option --tp: a layout of 4 GPUs ...', an option never given.
+    Those degrees are left out with a note, as degrees the model cannot be split over are."""
+    data = yaml.safe_load((REPO / "hardware" / "h100-sxm.yaml").read_text(encoding="utf-8"))
+    data["node"].update(gpus=3, scale_up_gpus=3)
+    case = Case(kind="adversarial", label="plan-node-of-3",
+                args=("plan", "--hardware", "h.yaml", "--model", "llama-3.1-70b", "--out", "r"),
+                files={"h.yaml": yaml.safe_dump(data, sort_keys=False).encode()},
+                expect=frozenset({0}))
+    monkeypatch.chdir(tmp_path)
+    check_case(case, tmp_path)
+    report = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "TP 4 left out on" in report and "TP 8 left out on" in report

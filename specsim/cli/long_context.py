@@ -51,7 +51,7 @@ def long_context(
 
     if plot is not None:
         check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
-    ctx = parse_ints(context or DEFAULT_CONTEXTS, "--context")
+    ctx = parse_ints(DEFAULT_CONTEXTS if context is None else context, "--context")
     batches = parse_ints(batch, "--batch")
     sweeps = []
     target = model

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from specsim.errors import SpecError
 from specsim.forward.memory import check_ep
+from specsim.specs.defaults import MAX_BATCH, MAX_CONTEXT_TOKENS, MAX_TP, MAX_TREE_NODES
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import (
     MAX_INTEGER,
@@ -60,6 +61,16 @@ ROW_KEYS = (
     "max_running",  # requests the server ran at once with speculation, where not its default
     "assumed", "assumption", "notes",  # what the source does not give, and remarks
 )
+# Fields that hold text (names, ids, prose): a number, list or mapping there is a mistake,
+# which str() would have turned into a name, a source or a note.
+TEXT_KEYS = ("id", "source", "model", "hardware", "engine", "benchmark", "dataset", "method",
+             "shape", "engine_version", "group", "weight_dtype", "drafter", "drafter_spec",
+             "sweep_reference", "versus", "assumption", "notes")
+# Caps on a row's counts, those of the CLI's options for the same quantities (a batch of 10**9
+# or a TP of 10**6 is a typo, and the TP one was reported as the option --tp).
+CAPS = {"batch": MAX_BATCH, "tp": MAX_TP, "ep": MAX_TP, "draft_tokens": MAX_TREE_NODES,
+        "depth": MAX_TREE_NODES, "input_tokens": MAX_CONTEXT_TOKENS,
+        "output_tokens": MAX_CONTEXT_TOKENS}
 # The method of a plain-decoding row (a measured decoding step, tokens/s without speculation).
 PLAIN = "plain"
 # An engine specsim has no spec for: its rows are listed, never predicted.
@@ -256,6 +267,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
     for key in REQUIRED:
         if item.get(key) in (None, ""):
             raise SpecError(f"{where}: field '{key}' is missing")
+    _check_text(item, where)
     _check_known(where, "models", str(item["model"]))
     _check_known(where, "hardware", str(item["hardware"]))
     if item["engine"] not in (OTHER_ENGINE, ROOFLINE_ENGINE):
@@ -275,7 +287,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
         tau=_optional_number(item, "tau", where), speedup=_optional_number(item, "speedup", where),
         baseline_tokens_per_s=_optional_number(item, "baseline_tokens_per_s", where),
         spec_tokens_per_s=_optional_number(item, "spec_tokens_per_s", where),
-        assumed=tuple(str(a) for a in item.get("assumed") or ()),
+        assumed=_assumed(item, where),
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
@@ -286,7 +298,9 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
         input_tokens=_optional_int(item, "input_tokens", where),
         output_tokens=_optional_int(item, "output_tokens", where),
         prefill_included=_bool(item, "prefill_included", where),
-        context=_optional_number(item, "context", where), fit=fit, path=str(path))
+        context=_optional_number(item, "context", where, MAX_CONTEXT_TOKENS), fit=fit,
+        path=str(path))
+    _check_unread(item, where)
     _check_setting(row, where)
     _check_benchmark(row, "prefill_included" in item, where)
     return row
@@ -355,10 +369,43 @@ def _check_known(where: str, kind: str, name: str) -> None:
 
 def _int(item: dict[str, object], key: str, where: str, default: int | None = None) -> int:
     value = item.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_INTEGER:
-        raise SpecError(f"{where}: field '{key}' must be an integer in 1..{MAX_INTEGER:,}, "
+    cap = CAPS.get(key, MAX_INTEGER)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= cap:
+        raise SpecError(f"{where}: field '{key}' must be an integer in 1..{cap:,}, "
                         f"got {show(value)}")
     return value
+
+
+def _check_text(item: dict[str, object], where: str) -> None:
+    """Names, ids and prose are strings (a mapping as the source was kept as its repr)."""
+    for key in TEXT_KEYS:
+        value = item.get(key)
+        if value is not None and not isinstance(value, str):
+            raise SpecError(f"{where}: field '{key}' must be text, got {show(value)}")
+
+
+def _assumed(item: dict[str, object], where: str) -> tuple[str, ...]:
+    """`assumed`: what the source does not give, a list of texts ('assumed: 5' was a
+    TypeError, a string was split into characters)."""
+    value = item.get("assumed")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise SpecError(f"{where}: field 'assumed' must be a list of texts, got {show(value)}")
+    return tuple(value)
+
+
+def _check_unread(item: dict[str, object], where: str) -> None:
+    """Fields kept as published but not used by a prediction, checked all the same: the
+    sampling temperature (>= 0), the tree's top-k (a count) and the acceptance rate (a
+    fraction)."""
+    _optional_int(item, "topk", where)
+    for key, high in (("temperature", MAX_NUMBER), ("acceptance_rate", 1.0)):
+        value = item.get(key)
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)
+                                  or not 0 <= value <= high):
+            raise SpecError(f"{where}: field '{key}' must be a number in 0..{high:g}, "
+                            f"got {show(value)}")
 
 
 def _ep(item: dict[str, object], where: str) -> int:
@@ -384,12 +431,13 @@ def _optional_int(item: dict[str, object], key: str, where: str) -> int | None:
     return None if item.get(key) is None else _int(item, key, where)
 
 
-def _optional_number(item: dict[str, object], key: str, where: str) -> float | None:
+def _optional_number(item: dict[str, object], key: str, where: str,
+                     high: float = MAX_NUMBER) -> float | None:
     value = item.get(key)
     if value is None:
         return None
     if not isinstance(value, int | float) or isinstance(value, bool) or \
-            not 0 < value < MAX_NUMBER:
-        raise SpecError(f"{where}: field '{key}' must be a positive finite number, "
-                        f"got {show(value)}")
+            not 0 < value <= high or value == MAX_NUMBER:
+        limit = "a positive finite number" if high == MAX_NUMBER else f"a number in (0, {high:,}]"
+        raise SpecError(f"{where}: field '{key}' must be {limit}, got {show(value)}")
     return float(value)

@@ -733,6 +733,8 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
             groups.append((f"{label}={value}", [v for v in done if key(v) == value]))
     out = []
     for name, members in groups:
+        if not members:  # no row predicted (a file of rows without tau): no median to take
+            continue
         errors = np.array([v.error for v in members], dtype=np.float64)
         out.append(GroupError(
             group=name, rows=len(members), median_abs_error=float(np.median(np.abs(errors))),

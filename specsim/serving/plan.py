@@ -365,6 +365,8 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     if len(tps) == 1:  # a pinned TP (--tp): it must split the target, or one clear error
         check_tensor_parallel(target, tps[0])
     tps = _splittable(target, tps, notes)
+    if len(tps) > 1:  # tried, not pinned: a node of 3 or 6 GPUs cannot form TP 4 or 8
+        tps = _formable(hw, tps, ep or 1, notes)
     layouts = tuple((tp, ep or 1) for tp in tps)
     if disaggregate and hw.node is None:
         raise parameter_error("disaggregate", f"{hw.path or hw.name} has no 'node' block: the KV "
@@ -551,6 +553,17 @@ def _splittable(model: Model, tps: tuple[int, ...], notes: list[str]) -> tuple[i
     notes.extend(f"TP {tp} left out for {model.name}: {problems[tp]}" for tp in tps
                  if problems[tp] is not None)
     return kept
+
+
+def _formable(hw: Hardware, tps: tuple[int, ...], ep: int, notes: list[str]
+              ) -> tuple[int, ...]:
+    """The TP degrees tried that the GPU's node and interconnect can form (a note for each left
+    out); all of them where none can, so that the pinned --ep's check names the problem."""
+    problems = {tp: layout_problem(hw, tp, ep) for tp in tps}
+    kept = tuple(tp for tp in tps if problems[tp] is None)
+    notes.extend(f"TP {tp} left out on {hw.name}: {problems[tp]}" for tp in tps
+                 if kept and problems[tp] is not None)
+    return kept or tps
 
 
 def _runs(part: DrafterPlan) -> bool:

@@ -293,9 +293,8 @@ def load_engine(name: str) -> Engine:
     launch = f.choice("launch", LAUNCH_MODES)
     fits = _fitted_terms(f, launch)
     numbers = {**priors, **{k: t.value for k, t in fits.items()}}
-    fitted = spec.data.get("fitted") or {}
-    fitted_on = tuple(str(r) for r in fitted.get("rows", []) or [])
     held = f.sub("fitted", required=False)
+    fitted_on = _fitted_rows(held)
     error = held.number("held_out_error_pct", minimum=0.0) \
         if held is not None and held.has("held_out_error_pct") else None
     base = f.string("engine") if f.has("engine") else ""
@@ -380,15 +379,29 @@ def _fitted_terms(f: Fields, launch: str) -> dict[str, FittedTerm]:
         if not low <= value <= high:
             raise entry.error("value", f"= {value:g} is outside its range [{low:g}, {high:g}] "
                                        f"({entry.string('range_source')})")
-        held = entry.value("held_out")
+        held = None if entry.value("held_out") is None else _range(entry, "held_out")
+        if held is not None and not low <= held[0] <= held[1] <= high:
+            raise entry.error("held_out", f"= [{held[0]:g}, {held[1]:g}] is outside its range "
+                                          f"[{low:g}, {high:g}]: each refit stays in the range")
         out[key] = FittedTerm(value=value, range=(low, high),
-                              range_source=entry.string("range_source"),
-                              held_out=None if held is None else _range(entry, "held_out"))
+                              range_source=entry.string("range_source"), held_out=held)
     for key in fit.keys():
         if (key in TERMS or key in FACTORS) and key not in out:
             raise fit.error(key, f"is not fitted for a '{launch}' engine (fittable: "
                                  f"{', '.join(FITTABLE.get(launch, ())) or 'none'})")
     return out
+
+
+def _fitted_rows(fit: Fields | None) -> tuple[str, ...]:
+    """`fitted.rows`: the ids of the published rows the terms were fitted on (a list of
+    names; an integer was a TypeError, a mapping or a string was read key by key)."""
+    rows = None if fit is None else fit.value("rows")
+    if rows is None:
+        return ()
+    if not isinstance(rows, list) or not all(isinstance(r, str) and r.strip() for r in rows):
+        assert fit is not None
+        raise fit.error("rows", f"must list the ids of published rows, got {show(rows)}")
+    return tuple(rows)
 
 
 def _range(entry: Fields, key: str = "range") -> tuple[float, float]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
+from specsim.specs.defaults import MAX_TP
 from specsim.specs.gemm_efficiency import GemmEfficiency as GemmEfficiency
 from specsim.specs.gemm_efficiency import check_positive as check_positive
 from specsim.specs.io import Fields, SpecFile, probe, read_spec_file, resolve_path, show
@@ -217,6 +218,12 @@ class Hardware:
                 raise SpecError(f"{self.path}: '{name}' must be > 0, got {getattr(self, name)!r}")
         if not self.peak_flops_per_s:
             raise SpecError(f"{self.path}: no peak flops given")
+        # one link per peer: 575 links on an 8-GPU board left a TP 8 group 7/575 of the bandwidth
+        domain = self.node.scale_up_gpus if self.node is not None else DEFAULT_NODE_GPUS
+        if self.mesh_links > domain - 1:
+            raise SpecError(f"{self.path}: field 'interconnect.mesh_links' = {self.mesh_links} "
+                            f"exceeds the {domain - 1} peers of a GPU in its {domain}-GPU domain "
+                            "(a fully connected mesh has one link per peer)")
 
     def group_bandwidth(self, gpus: int) -> float:
         """Per-direction bandwidth one GPU has to the others of a group of `gpus` inside the
@@ -401,8 +408,11 @@ def _allreduce(block: Fields | None) -> dict[int, tuple[tuple[float, float], ...
     out: dict[int, tuple[tuple[float, float], ...]] = {}
     for key in block.keys():
         degree = key.removeprefix("tp")
-        if not key.startswith("tp") or not degree.isdigit() or int(degree) < 2:
-            raise block.error(key, "must be tp<N> with N >= 2 GPUs (e.g. tp8)")
+        # ASCII digits, no leading zero: 'tp²' passed isdigit() and broke int(); 'tp02'
+        # silently replaced 'tp2'; a degree past MAX_TP is one no --tp can reach
+        if not key.startswith("tp") or not degree.isascii() or not degree.isdigit() \
+                or degree != str(int(degree)) or not 2 <= int(degree) <= MAX_TP:
+            raise block.error(key, f"must be tp<N> with N >= 2 GPUs, at most {MAX_TP} (e.g. tp8)")
         points = block.value(key)
         if not isinstance(points, list) or len(points) < 2:
             raise block.error(key, "must list at least two [message bytes, microseconds] pairs")

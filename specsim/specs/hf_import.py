@@ -11,6 +11,7 @@ vision tower is not counted. What cannot be modelled is an error that names the 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -765,18 +766,40 @@ def _decilm_blocks(config: Config, where: str) -> list[tuple[Config, Config]]:
             and isinstance(b.get("ffn"), dict) for b in blocks):
         raise SpecError(f"{where}: key 'block_configs' must list one object with 'attention' "
                         "and 'ffn' per layer")
+    for i, b in enumerate(blocks):
+        for part in ("attention", "ffn"):
+            # a flag read for its truth: 'no_op: "false"' made the block a no-op
+            flags = [k for k in _DECILM_FLAGS if b[part].get(k) not in (None, True, False)]
+            if flags:
+                raise SpecError(f"{where}: key 'block_configs' layer {i}'s {part}.{flags[0]} "
+                                f"must be true or false, got {show(b[part][flags[0]], 40)}")
+        group = b["attention"].get("n_heads_in_group")
+        if group is not None and (isinstance(group, bool) or not isinstance(group, int)):
+            # a list or mapping here broke the set of groups (unhashable)
+            raise SpecError(f"{where}: key 'block_configs' has an n_heads_in_group that is not "
+                            f"a positive integer: {show(group, 40)}")
     return [(b["attention"], b["ffn"]) for b in blocks]
+
+
+# The true/false keys of a DeciLM block config (transformers' DeciLM AttentionConfig and
+# FFNConfig); `sparsify` holds a list of parameter names or null, read for its truth.
+_DECILM_FLAGS = ("no_op", "replace_with_linear", "unshifted_sink",
+                 "use_prefill_window_in_sink_attention")
 
 
 def _decilm_width(ffn_mult: object, hidden: int, where: str) -> int:
     """A DeciLM FFN's width from its ffn_mult, as the model code computes it
     (_ffn_mult_to_intermediate_size in vLLM / SGLang nemotron_nas.py): int(2 * mult * hidden
     / 3), rounded up to a multiple of 256."""
-    if isinstance(ffn_mult, bool) or not isinstance(ffn_mult, (int, float)) or ffn_mult <= 0:
+    if isinstance(ffn_mult, bool) or not isinstance(ffn_mult, (int, float)) \
+            or not 0 < ffn_mult < math.inf:
         raise SpecError(f"{where}: key 'block_configs' has an ffn_mult that is not a positive "
                         f"number: {show(ffn_mult, 40)}")
-    width = int(2 * ffn_mult * hidden / 3)
-    return -(-width // 256) * 256
+    width = 2 * ffn_mult * hidden / 3
+    if width > MAX_INTEGER:  # 1e308 overflowed int(); the FFN width is capped as any other
+        raise SpecError(f"{where}: key 'block_configs' has an ffn_mult of {show(ffn_mult, 40)}: "
+                        f"an FFN wider than {MAX_INTEGER:,}")
+    return -(-int(width) // 256) * 256
 
 
 def _decilm_defaults(config: Config, where: str) -> dict[str, Any]:
@@ -799,7 +822,8 @@ def _decilm_defaults(config: Config, where: str) -> dict[str, Any]:
                         f"positive integer: {show(group, 40)}")
     if isinstance(heads, int) and isinstance(group, int):
         out["num_key_value_heads"] = heads // group
-    if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden > 0:
+    # a hidden size past the cap is refused with its key later (10**400 overflowed a float)
+    if isinstance(hidden, int) and not isinstance(hidden, bool) and 0 < hidden <= MAX_INTEGER:
         widths = [_decilm_width(f.get("ffn_mult"), hidden, where) for _, f in blocks
                   if not f.get("no_op")]
         if widths:
