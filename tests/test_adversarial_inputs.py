@@ -351,3 +351,18 @@ def test_plan_leaves_out_tp_degrees_a_small_node_cannot_form(tmp_path: Path,
     check_case(case, tmp_path)
     report = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
     assert "TP 4 left out on" in report and "TP 8 left out on" in report
+
+
+def test_a_reference_names_a_row_of_the_same_file_not_of_its_namesake(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`versus` and `sweep_reference` name a row of the same file: a/p.yaml and b/p.yaml share
+    the stem 'p', and a row of one was compared with a row of the other."""
+    data = yaml.safe_load((REPO / "workloads" / "published" /
+                           "vllm-blog-p-eagle-concurrency.yaml").read_text(encoding="utf-8"))
+    row = next(r for r in data["rows"] if r.get("versus"))
+    ref = next(r for r in data["rows"] if r["id"] == row["versus"])
+    files = {f"{folder}/p.yaml": yaml.safe_dump(dict(data, rows=[r]), sort_keys=False).encode()
+             for folder, r in (("a", row), ("b", ref))}
+    monkeypatch.chdir(tmp_path)
+    check_case(_case("versus-namesake", "validate", "--published", "a/p.yaml", "--published",
+                     "b/p.yaml", files=files, needle="field 'versus'"), tmp_path, usage_ok=False)

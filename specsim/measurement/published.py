@@ -215,7 +215,9 @@ def _referenced(by_id: dict[str, PublishedRow], row: PublishedRow, field: str
     name = getattr(row, field)
     where = f"{row.path or row.file}: row {show(row.id, 40)}: field '{field}'"
     ref = by_id.get(name)
-    if ref is None or ref.file != row.file or ref.id == row.id:
+    # the same file by its path: a/p.yaml and b/p.yaml share a stem, and a row of one
+    # named a row of the other
+    if ref is None or (ref.path, ref.file) != (row.path, row.file) or ref.id == row.id:
         raise SpecError(f"{where}: no other row {name!r} in the same file")
     return where, ref
 
