@@ -184,8 +184,11 @@ class Run:
         """The run's metric (see METRICS, relative_speedup aside) with these engine terms."""
         baseline = round_s = 0.0
         for parts, count in self.waves:
-            baseline += count * parts.times(terms)[0]
-        for parts, count in self.speculative:
+            step, rnd = parts.times(terms)
+            baseline += count * step
+            if self.spec_waves is None:  # the same waves: time each part once
+                round_s += count * rnd
+        for parts, count in self.spec_waves or ():
             round_s += count * parts.times(terms)[1]
         return run_metric(metric, tau, baseline=baseline, round_s=round_s,
                           requests=self.requests, steps=self.steps,
