@@ -32,7 +32,7 @@ def test_where_a_dense_chain_lengthens_the_output_names_the_reason() -> None:
     """SGLang 0.5.23 on an H100 at 2,048 cached tokens (EAGLE-3 for Llama-3.1-8B): the chain
     grows by one at batch 16 only where the shorter chain has just spilled out of a 32-token
     GEMM tile (16 x 5 tokens), and the note says that it is tile quantization, not a trend;
-    from batch 64 the verification pass's attention (SGLang's prefill-type kernel, 5.37x a
+    from batch 64 the verification pass's attention (SGLang's prefill-type kernel, 6.54x a
     decoding kernel's) leaves no chain worth running."""
     k, notes = _chains("sglang", "eagle3-llama-3.1-8b")
     grows = [b for a, b in zip(BATCHES, BATCHES[1:], strict=False) if k[b] > k[a]]

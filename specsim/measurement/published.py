@@ -21,6 +21,7 @@ from pathlib import Path
 
 from specsim.errors import SpecError
 from specsim.forward.memory import check_ep
+from specsim.measurement.pool import MAX_CV
 from specsim.specs.defaults import MAX_BATCH, MAX_CONTEXT_TOKENS, MAX_TP, MAX_TREE_NODES
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import (
@@ -57,6 +58,7 @@ ROW_KEYS = (
     "sweep_reference",  # the row of the same sweep its speedup is compared with (no tau)
     "versus",  # another speculative row at the same batch: `speedup` is over it (both with tau)
     "requests",  # prompts the benchmark ran, `batch` at a time (None: the batch stayed full)
+    "output_cv",  # spread of those prompts' output lengths (coefficient of variation; 0: equal)
     "spec_overlap",  # the engine overlapped speculative rounds' host work (SGLang spec v2)
     "max_running",  # requests the server ran at once with speculation, where not its default
     "assumed", "assumption", "notes",  # what the source does not give, and remarks
@@ -122,6 +124,10 @@ class PublishedRow:
     # the next prompt when theirs is done). When it is not a multiple of the batch, the run
     # ends at a smaller batch; None: enough prompts to keep the batch full.
     requests: int | None = None
+    # Coefficient of variation of the output tokens of one client's request (all its turns):
+    # with `requests` the batch drains as the shorter ones end (specsim.measurement.pool);
+    # 0: equal lengths, the run goes in waves of `batch`.
+    output_cv: float = 0.0
     # The engine ran its speculative rounds' host work while the GPU ran (SGLang's spec v2
     # overlap scheduler); false: synchronous rounds, as in SGLang before spec v2.
     spec_overlap: bool = False
@@ -234,7 +240,7 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
             raise SpecError(f"{where}: both rows need a measured speedup, and the reference "
                             "no reference of its own")
         same = ("model", "hardware", "engine", "tp", "ep", "method", "drafter_spec", "shape",
-                "draft_tokens", "depth", "weight_dtype", "requests", "spec_overlap")
+                "draft_tokens", "depth", "weight_dtype", "requests", "output_cv", "spec_overlap")
         differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
         if differ:
             raise SpecError(f"{where}: the reference differs in {', '.join(differ)}")
@@ -253,7 +259,7 @@ def _check_versus(rows: list[PublishedRow]) -> None:
             raise SpecError(f"{where}: both rows speculate and publish tau, and this one its "
                             "speedup over the other")
         same = ("model", "hardware", "engine", "tp", "ep", "batch", "weight_dtype", "requests",
-                "spec_overlap", "benchmark")
+                "output_cv", "spec_overlap", "benchmark")
         differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
         if differ:
             raise SpecError(f"{where}: the row compared with differs in {', '.join(differ)}")
@@ -293,6 +299,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
         weight_dtype=_weight_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
+        output_cv=_output_cv(item, where),
         versus=None if item.get("versus") is None else str(item["versus"]),
         spec_overlap=_bool(item, "spec_overlap", where), ep=_ep(item, where),
         max_running=_optional_int(item, "max_running", where),
@@ -306,6 +313,23 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
     _check_setting(row, where)
     _check_benchmark(row, "prefill_included" in item, where)
     return row
+
+
+def _output_cv(item: dict[str, object], where: str) -> float:
+    """The spread of the pool's output lengths: a number within 0-MAX_CV, for a row whose
+    `requests` make a pool that drains (0 without one)."""
+    value = item.get("output_cv")
+    if value is None:
+        return 0.0
+    if not isinstance(value, int | float) or isinstance(value, bool) or \
+            not 0.0 <= value <= MAX_CV:
+        raise SpecError(f"{where}: field 'output_cv' must be a number within 0-{MAX_CV:g} (the "
+                        f"coefficient of variation of a request's output tokens), got "
+                        f"{show(value)}")
+    if value and item.get("requests") is None:
+        raise SpecError(f"{where}: field 'output_cv' needs 'requests': the spread of output "
+                        "lengths matters where a pool of prompts drains at its end")
+    return float(value)
 
 
 def _benchmark(item: dict[str, object], where: str) -> str:

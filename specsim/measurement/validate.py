@@ -31,6 +31,7 @@ import numpy as np
 
 from specsim.errors import SpecError
 from specsim.forward.shapes import FloatArray
+from specsim.measurement.pool import pool_occupancy
 from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.dtypes import Precision
@@ -164,11 +165,12 @@ def _with_terms(engine: Engine, terms: dict[str, float]) -> Engine:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """A benchmark run as waves: the parts at each batch the run goes through and how many
-    times it does. A client keeping `batch` requests in flight over a pool of `requests`
-    prompts (equal output lengths assumed) runs requests // batch full waves, then one of the
-    remainder; every request yields the same tokens, so the run's tokens/s is
-    requests x tokens / the summed wave times. `spec_waves` are the speculative run's where
+    """A benchmark run as waves: the parts at each batch the run goes through and the time it
+    spends there, in mean request lengths (`specsim.measurement.pool.pool_occupancy`). A client
+    keeping `batch` requests in flight over a pool of `requests` prompts of equal output
+    lengths runs requests // batch full waves, then one of the remainder; lengths that spread
+    drain the batch as the shorter requests end. The run's tokens/s is requests x the mean
+    request's tokens / the summed wave times. `spec_waves` are the speculative run's where
     they differ (a server that runs fewer requests at once with speculation: `spec_waves_of`);
     None: the same waves as plain decoding."""
 
@@ -233,29 +235,18 @@ def run_metric(metric: str, tau: Number, *, baseline: Number, round_s: Number,
     return tau * baseline / round_s
 
 
-def wave_batches(batch: int, requests: int | None) -> dict[int, int]:
-    """{batch of a wave: times it runs} for `requests` prompts kept `batch` at a time in flight
-    (None: the batch stays full throughout)."""
-    if requests is None:
-        return {batch: 1}
-    full, rest = divmod(requests, batch)
-    waves = {batch: full} if full else {}
-    if rest:
-        waves[rest] = 1
-    return waves
-
-
-def spec_waves_of(batch: int, requests: int | None, cap: int | None) -> dict[int, float]:
-    """{batch of a wave: times it runs} of the run with speculation on a server that runs at
-    most `cap` requests at once with it (None: no cap): the clients beyond the cap wait in
-    its queue, so the run goes through the prompt pool `cap` at a time, or, with the batch
-    kept full (no pool), decodes `batch` requests' tokens at `cap` at a time: batch / cap
-    waves of `cap`."""
+def spec_waves_of(batch: int, requests: int | None, cap: int | None, cv: float = 0.0
+                  ) -> dict[int, float]:
+    """{batch: time at it, in mean request lengths} of the run with speculation on a server
+    that runs at most `cap` requests at once with it (None: no cap): the clients beyond the
+    cap wait in its queue, so the run goes through the prompt pool `cap` at a time, or, with
+    the batch kept full (no pool), decodes `batch` requests' tokens at `cap` at a time: batch /
+    cap waves of `cap`. cv: the spread of the pool's output lengths (`pool_occupancy`)."""
     if cap is None or batch <= cap:
-        return dict(wave_batches(batch, requests))
+        return pool_occupancy(batch, requests, cv)
     if requests is None:
         return {cap: batch / cap}
-    return dict(wave_batches(cap, requests))
+    return pool_occupancy(cap, requests, cv)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -654,8 +645,9 @@ def _samples(rows: list[PublishedRow], engine_slug: str | None = None) -> dict[s
         return tuple(out)
 
     def run(r: PublishedRow, engine: Engine) -> Run:
-        plain: dict[int, float] = dict(wave_batches(r.batch, r.requests))
-        spec = plain if r.plain else spec_waves_of(r.batch, r.requests, spec_cap(r, engine))
+        plain = pool_occupancy(r.batch, r.requests, r.output_cv)
+        spec = plain if r.plain else spec_waves_of(r.batch, r.requests, spec_cap(r, engine),
+                                                    r.output_cv)
         return Run(timed(r, engine, plain), None if spec == plain else timed(r, engine, spec))
 
     for row in rows:
