@@ -100,7 +100,7 @@ def test_a_bad_task_names_the_file_and_field(tmp_path: Path) -> None:
 
 
 def test_the_answer_names_the_acceptance_and_flags_a_proxy() -> None:
-    from specsim.present.report import answer_text
+    from specsim.present.report_answer import answer_text
     from specsim.serving.plan import make_plan
 
     plan = make_plan(hardware="h100-sxm", model="qwen3-8b", drafters=["hspec-qwen3-8b"],

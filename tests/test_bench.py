@@ -212,7 +212,7 @@ def test_a_result_of_another_concurrency_is_refused(round_trip: tuple[BenchPlan,
 def test_a_plan_with_the_profile_says_it_is_calibrated(round_trip: tuple[BenchPlan, Path],
                                                        tmp_path: Path) -> None:
     from specsim.measurement.bench import engine_yaml
-    from specsim.present.report import answer_text
+    from specsim.present.report_answer import answer_text
     from specsim.serving.plan import make_plan
 
     plan, folder = round_trip

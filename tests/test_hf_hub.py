@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from specsim.errors import SpecError
-from specsim.specs.hf_import import locate_config
+from specsim.specs.hf_hub import locate_config
 
 REPO = Path(__file__).resolve().parents[1]
 REVISION = "0123456789abcdef0123456789abcdef01234567"

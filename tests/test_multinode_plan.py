@@ -28,7 +28,7 @@ import yaml
 from specsim.engines import adapter
 from specsim.engines.base import EngineCommand
 from specsim.engines.parallel import HEAD_ADDRESS, nodes_of, parallel_commands
-from specsim.present.report import answer_text, nodes_text
+from specsim.present.report_answer import answer_text, nodes_text
 from specsim.serving.capacity import prompt_prefill_s, serving_table
 from specsim.serving.disaggregate import kv_transfer_s
 from specsim.serving.plan import make_plan

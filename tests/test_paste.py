@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specsim.errors import SpecError
-from specsim.present.report import command_lines
+from specsim.present.report_commands import command_lines
 from specsim.serving.capacity import best_setting, fastest_setting
 from specsim.serving.plan import make_plan, setting_commands
 from specsim.specs.drafters import load_drafter

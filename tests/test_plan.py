@@ -561,7 +561,7 @@ def test_slo_bounds_below_ten_ms_keep_their_digits() -> None:
     """A bound under 10 ms is printed to three significant digits: 4 us was 'at most 0 ms'."""
     import types
 
-    from specsim.present.report import slo_text
+    from specsim.present.report_answer import slo_text
     from specsim.serving.capacity import Slo
 
     plan = types.SimpleNamespace(slo=Slo(min_tokens_per_s_per_user=250.0, max_ttft_p90_s=4e-6,
@@ -573,6 +573,6 @@ def test_slo_bounds_below_ten_ms_keep_their_digits() -> None:
 
 
 def test_one_replica_is_singular() -> None:
-    from specsim.present.report import _replicas
+    from specsim.present.report_answer import _replicas
 
     assert (_replicas(1), _replicas(2)) == ("1 replica", "2 replicas")

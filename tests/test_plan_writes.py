@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-import specsim.present.report as report
 import specsim.present.report_hardware as report_hardware
+import specsim.present.report_speculation as report_speculation
 import specsim.serving.plan as serving_plan
 import specsim.specs.outputs as spec_io
 from specsim.errors import SpecError
@@ -46,7 +46,7 @@ def _fast(monkeypatch: pytest.MonkeyPatch) -> None:
     def stub_png(draw: Callable[[Any], None], size: object = None) -> bytes:
         return STUB_PNG
 
-    monkeypatch.setattr(report, "png_bytes", stub_png)
+    monkeypatch.setattr(report_speculation, "png_bytes", stub_png)
     monkeypatch.setattr(report_hardware, "png_bytes", stub_png)
 
     def make_plan(**kwargs: Any) -> Any:
@@ -191,7 +191,7 @@ def test_a_failing_plot_leaves_the_old_report_and_no_temporary_folder(
     def broken(*args: object) -> bytes:
         raise RuntimeError("plotting failed")
 
-    monkeypatch.setattr(report, "_speedup_png", broken)
+    monkeypatch.setattr(report_speculation, "_speedup_png", broken)
     with pytest.raises(RuntimeError, match="plotting failed"):
         write_report(plans["eagle3"], out, force=True)
     assert files_under(out) == old

@@ -15,7 +15,7 @@ import pytest
 
 from specsim.errors import SpecError
 from specsim.present import plots
-from specsim.present.report import _section_policies
+from specsim.present.report_speculation import section_policies
 from specsim.serving.policies import (
     BEST_FIXED,
     DSPARK,
@@ -179,7 +179,7 @@ def test_the_report_reads_adaptive_policies_against_the_best_fixed_chain() -> No
                            hardware=SimpleNamespace(name="H100"), engine="sglang",
                            scenario=SimpleNamespace(slug="chat"))
     blocks: list[tuple[str, dict[str, Any]]] = []
-    _section_policies(plan, lambda kind, text="", **kw: blocks.append((kind, kw)))  # type: ignore[arg-type]
+    section_policies(plan, lambda kind, text="", **kw: blocks.append((kind, kw)))  # type: ignore[arg-type]
     rows = next(kw["rows"] for kind, kw in blocks if kind == "table")
     png = next(kw["png"] for kind, kw in blocks if kind == "img")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

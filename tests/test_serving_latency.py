@@ -94,7 +94,7 @@ def test_users_divide_into_replicas_of_the_batch_they_run(users_plan: object) ->
 
 
 def test_the_answer_gives_gpus_with_and_without_speculation(users_plan: object) -> None:
-    from specsim.present.report import answer_text
+    from specsim.present.report_answer import answer_text
 
     plan = users_plan
     text = answer_text(plan)  # type: ignore[arg-type]
@@ -142,7 +142,7 @@ def test_bad_demand_or_slo_is_one_line(tmp_path: object, args: list[str], names:
 def test_the_default_demand_is_stated_and_answered_both_ways() -> None:
     """No demand given: 1,000 concurrent users, stated as a default; where plain decoding is
     the answer, the answer still gives what speculation would need."""
-    from specsim.present.report import answer_text
+    from specsim.present.report_answer import answer_text
 
     plan = make_plan(hardware="h100-sxm", model="qwen3-8b", drafters=["dspark-qwen3-8b"],
                      engine="sglang", workload="chat", tps=(1,))

@@ -72,7 +72,8 @@ def plan(
     The report folder is written whole: into a hidden folder beside --out, then renamed into
     place; --out may not be a symbolic link (give the folder it points to).
     """
-    from specsim.present.report import headline, render_report
+    from specsim.present.report import render_report
+    from specsim.present.report_answer import headline
     from specsim.serving.capacity import TP_DEGREES
     from specsim.serving.plan import make_plan
     from specsim.specs.outputs import OutputFolder

@@ -90,7 +90,8 @@ def models_import(
     as_json: JsonOpt = False,
 ) -> None:
     """Turn a config.json into a model spec YAML that every command accepts."""
-    from specsim.specs.hf_import import import_config, is_generic, locate_config, read_config
+    from specsim.specs.hf_hub import locate_config
+    from specsim.specs.hf_import import import_config, is_generic, read_config
     from specsim.specs.io import spec_from_mapping
     from specsim.specs.models import model_from_file
     from specsim.specs.names import display_name_problem, require
@@ -155,7 +156,8 @@ def drafters_import(
     from specsim.errors import SpecError
     from specsim.specs.drafter_import import check_hub_repo, import_drafter
     from specsim.specs.drafters import load_drafter
-    from specsim.specs.hf_import import locate_config, read_config
+    from specsim.specs.hf_hub import locate_config
+    from specsim.specs.hf_import import read_config
     from specsim.specs.models import load_model
     from specsim.specs.names import display_name_problem, require
     from specsim.specs.outputs import check_writable, write_yaml
