@@ -12,6 +12,7 @@ import typer
 from specsim.errors import SpecError
 from specsim.present.render import terminal_text
 from specsim.specs import defaults
+from specsim.specs.io import builtin_names
 
 app = typer.Typer(
     name="specsim",
@@ -53,7 +54,8 @@ ContextOpt = Annotated[str | None, typer.Option(
     f"{defaults.DEFAULT_CONTEXT_TOKENS:.0f}.")]
 EngineOpt = Annotated[str, typer.Option(
     "--engine", help="Serving engine whose host and launch terms each pass and round pays "
-    "(`specsim engines list`: hf-eager, vllm, sglang); roofline = the idealized GPU with no "
+    f"(`specsim engines list`: {', '.join(builtin_names('engines'))}); roofline = the idealized "
+    "GPU with no "
     "engine (kernels only). NAME:sync / NAME:overlap time speculative rounds with their host "
     "work after / during the GPU's (sglang overlaps by default, as SGLang 0.5.23 does; "
     "sglang:sync is SGLang before spec v2).")]
