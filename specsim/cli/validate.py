@@ -25,7 +25,8 @@ def engines_list(as_json: JsonOpt = False) -> None:
         rows.append({"engine": slug, "launch": e.launch,
                      "op_host_us": e.op_host_s * 1e6, "per_pass_ms": e.per_pass_s * 1e3,
                      "per_request_us": e.per_request_s * 1e6,
-                     "drafter_pass_ms": e.drafter_pass_s * 1e3, "round_ms": e.round_s * 1e3,
+                     "drafter_pass_ms": e.drafter_pass_s * 1e3,
+                     "drafter_request_us": e.drafter_request_s * 1e6, "round_ms": e.round_s * 1e3,
                      "fp8_rate": e.weight_dtype_efficiency.get("fp8", 1.0),
                      "int4_rate": e.weight_dtype_efficiency.get("int4", 1.0),
                      "moe_fp8_rate": e.moe_weight_dtype_efficiency.get(

@@ -49,8 +49,9 @@ from specsim.speculation.speedup import (
 )
 
 CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
-ZEROED = ("op_host_s", "kernel_s", "per_pass_s", "per_request_s", "drafter_pass_s", "round_s",
-          "round_request_s")  # host terms: kernel times are computed without them
+# Host terms: kernel times are computed without them.
+ZEROED = ("op_host_s", "kernel_s", "per_pass_s", "per_request_s", "drafter_pass_s",
+          "drafter_request_s", "round_s", "round_request_s")
 FIT_GRID = (0.1, 0.5, 0.9)  # shares of each term's bound range on which the loss is screened
 FIT_STARTS = 9  # with three terms or more, the fit runs from this many of the grid's lowest
 # points (from all of them with one or two terms)

@@ -34,6 +34,8 @@ The terms (under `priors:`, SI units):
     per_pass_s             host seconds per target forward pass (schedule, prepare, sample)
     per_request_s          host seconds per request per pass
     drafter_pass_s         host seconds per sequential drafter pass (graph engines)
+    drafter_request_s      host seconds per request per sequential drafter pass (an engine
+                           that plans each pass's attention over its requests on the host)
     round_s                host seconds per speculative round (eager: per round of a research
                            loop, see drafter_ops `loop`)
     round_request_s        host seconds per request per speculative round that the engine does
@@ -104,7 +106,8 @@ TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernel
          "shared_expert_kernels_per_layer", "mamba_kernels_per_layer",
          "quant_kernels_per_gemm", "kernel_s", "per_pass_s",
          "per_request_s",
-         "drafter_pass_s", "round_s", "moe_layer_s", "moe_expert_floor_s", "round_request_s")
+         "drafter_pass_s", "drafter_request_s", "round_s", "moe_layer_s", "moe_expert_floor_s",
+         "round_request_s")
 WEIGHT_DTYPES = ("fp8", "int4", "mxfp4")
 OP_KINDS = ("pass", "head", "round", "loop")
 # Every key an engine YAML may hold, per block; any other key is an error naming the closest
@@ -174,6 +177,7 @@ class Engine:
     per_pass_s: float = 0.0
     per_request_s: float = 0.0
     drafter_pass_s: float = 0.0
+    drafter_request_s: float = 0.0
     round_s: float = 0.0
     weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
     moe_weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)

@@ -3,7 +3,8 @@
     pass_s   = max(kernel_s, ops x op_host_s) + kernels x kernel_s
                + per_pass_s + per_request_s B
     draft_s  = max(draft_kernel_s, passes x drafter_ops x op_host_s)
-               + passes x (drafter kernels x kernel_s + drafter_pass_s)
+               + passes x (drafter kernels x kernel_s + drafter_pass_s
+                           + drafter_request_s B)
     round_s  = verify pass_s + draft_s + round_ops x op_host_s + host
     host     = loop x round_s (engine) + round_request_s B
 
@@ -204,18 +205,22 @@ def graph_kernel_s(engine: Engine) -> float:
     return 0.0 if engine.eager else engine.kernel_s
 
 
-def draft_s(engine: Engine, kernel_s: ArrayLike, passes: ArrayLike, kernels_per_pass: float
-            ) -> FloatArray:
-    """Seconds of a round's drafting: `passes` sequential drafter passes."""
-    return _draft_s(engine, np.asarray(kernel_s, dtype=np.float64), passes, kernels_per_pass)
+def draft_s(engine: Engine, kernel_s: ArrayLike, passes: ArrayLike, kernels_per_pass: float,
+            batch: ArrayLike = 0.0) -> FloatArray:
+    """Seconds of a round's drafting: `passes` sequential drafter passes over `batch`
+    requests."""
+    return _draft_s(engine, np.asarray(kernel_s, dtype=np.float64), passes, kernels_per_pass,
+                    batch)
 
 
 def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike,
-             kernels_per_pass: float | FloatArray) -> FloatArray:
-    """Seconds of `passes` sequential drafter passes whose kernels take `gpu` achieved seconds."""
+             kernels_per_pass: float | FloatArray, batch: ArrayLike = 0.0) -> FloatArray:
+    """Seconds of `passes` sequential drafter passes over `batch` requests whose kernels take
+    `gpu` achieved seconds."""
     p = np.asarray(passes, dtype=np.float64)
     host = p * kernels_per_pass * engine.op_host_s if engine.eager else 0.0
-    fixed = p * (kernels_per_pass * graph_kernel_s(engine) + engine.drafter_pass_s)
+    fixed = p * (kernels_per_pass * graph_kernel_s(engine) + engine.drafter_pass_s
+                 + engine.drafter_request_s * np.asarray(batch, dtype=np.float64))
     return np.asarray(np.where(p > 0, np.maximum(gpu, host) + fixed, gpu))
 
 
@@ -332,7 +337,7 @@ def counted_round_time(engine: Engine, counts: OpCounts, *, batch: ArrayLike,
         step_s=_pass_s(engine, np.asarray(step_gpu_s, dtype=np.float64), counts.target, b),
         verify_s=_pass_s(engine, np.asarray(verify_gpu_s, dtype=np.float64), counts.target, b),
         draft_s=_draft_s(engine, np.asarray(draft_gpu_s, dtype=np.float64), passes,
-                         counts.drafter),
+                         counts.drafter, b),
         host_s=added, hidden_s=hidden)
 
 
