@@ -366,3 +366,49 @@ def test_a_reference_names_a_row_of_the_same_file_not_of_its_namesake(
     monkeypatch.chdir(tmp_path)
     check_case(_case("versus-namesake", "validate", "--published", "a/p.yaml", "--published",
                      "b/p.yaml", files=files, needle="field 'versus'"), tmp_path, usage_ok=False)
+
+
+# --------------------------------------------------------------------------- a fourth campaign
+
+
+def _engine_text(slug: str, old: str = "", new: str = "", tail: str = "") -> bytes:
+    """A built-in engine YAML's text with one substring replaced and lines appended."""
+    text = (REPO / "engines" / f"{slug}.yaml").read_text(encoding="utf-8")
+    assert old in text
+    return (text.replace(old, new, 1) + tail).encode()
+
+
+SGLANG_LAUNCH = "--model-path {model}"
+CASES4 = [
+    # a user engine file's `speculative:` block was never read: an edited launch command, round
+    # structure or family list was silently ignored (commands come from the built-in file)
+    _case("engine-speculative-edited-launch", "roofline", "--engine", "e.yaml", "--tokens", "1",
+          files={"e.yaml": _engine_text("sglang", SGLANG_LAUNCH, "--model {model}",
+                                        "engine: sglang\n")},
+          needle="field 'speculative.launch' differs from the built-in engines/sglang.yaml"),
+    _case("engine-speculative-edited-named-like-a-builtin", "engines", "show", "sglang.yaml",
+          files={"sglang.yaml": _engine_text("sglang", "round_structures: [single]",
+                                             "round_structures: [single, multistage]")},
+          needle="field 'speculative.round_structures'"),
+    _case("engine-speculative-of-no-builtin", "roofline", "--engine", "mine.yaml", "--tokens",
+          "1", files={"mine.yaml": _engine_text("vllm", "tp_flag:", "tp_flag: --tp\n  x_flag:")},
+          needle="mine.yaml: field 'speculative' is not read from a user engine file"),
+]
+
+
+@pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
+def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_case(case, tmp_path, usage_ok=False)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("copy.yaml", _engine_text("sglang")),  # a built-in file copied to edit its terms
+    ("mine.yaml", _engine_text("vllm", tail="engine: vllm\n"))])  # what `bench fit` writes
+def test_a_verbatim_speculative_block_in_a_user_engine_is_accepted(
+        name: str, text: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_case(Case(kind="valid", label=name, args=("roofline", "--engine", name, "--tokens",
+                                                    "1"), files={name: text},
+                    expect=frozenset({0})), tmp_path)

@@ -83,9 +83,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from specsim.errors import SpecError
-from specsim.specs.io import Fields, builtin_names, check_keys, read_spec_file, resolve_path, show
+from specsim.specs.io import (
+    Fields,
+    builtin_dir,
+    builtin_names,
+    check_keys,
+    probe,
+    read_spec_file,
+    resolve_path,
+    show,
+)
 from specsim.specs.names import read_display_name
 
 LAUNCH_MODES = ("eager", "graphs", "none")
@@ -301,6 +311,7 @@ def load_engine(name: str) -> Engine:
     if base and base not in builtin_names("engines"):
         raise f.error("engine", f"= {show(base)} is not a built-in engine "
                       f"({', '.join(builtin_names('engines'))})")
+    _check_speculative_block(spec.data, path, base or path.stem)
     return Engine(slug=path.stem, name=read_display_name(f), base=base,
                   version=read_display_name(f, "version"),
                   launch=launch, drafter_ops=_drafter_ops(f),
@@ -313,6 +324,50 @@ def load_engine(name: str) -> Engine:
                   sources={k.removeprefix("priors."): v for k, v in spec.sources.items()},
                   fitted_on=fitted_on, fits=fits, priors=priors, held_out_error_pct=error,
                   path=spec.path, **numbers)
+
+
+def _check_speculative_block(data: dict[str, object], path: Path, base: str) -> None:
+    """A user engine file's `speculative:` block: the commands, flags and rules a setting must
+    keep are read from the built-in engines/<engine>.yaml only (the adapters of
+    `specsim.engines`), never from a user file, so a block that differs from the built-in one
+    would be silently ignored and is refused, naming its first differing field. A verbatim
+    copy (what `bench fit` writes, or a built-in file copied to edit its terms) is accepted:
+    nothing in it is ignored. `base`: the built-in engine the file names (`engine:`), else its
+    file name's stem."""
+    block = data.get("speculative")
+    folder = builtin_dir("engines")
+    if block is None or (probe(folder, "is_dir")
+                         and path.resolve().parent == folder.resolve()):
+        return
+    builtins = {name: read_spec_file(folder / f"{name}.yaml").data.get("speculative")
+                for name in builtin_names("engines")}
+    if base in builtins and builtins[base] is not None:
+        if block == builtins[base]:
+            return
+        field = _first_difference(block, builtins[base], "speculative")
+        raise SpecError(f"{path}: field '{field}' differs from the built-in engines/{base}.yaml:"
+                        f" a user engine file sets timing terms only; {base}'s commands, flags "
+                        "and rules are read from the built-in file, so this block would be "
+                        "ignored (remove it, or keep it as shipped)")
+    if any(block == other for other in builtins.values() if other is not None):
+        return
+    named = ", ".join(name for name, other in builtins.items() if other is not None)
+    raise SpecError(f"{path}: field 'speculative' is not read from a user engine file: the "
+                    f"commands, flags and rules of {named} come from their built-in "
+                    "engines/*.yaml, so this block would be ignored (remove it; set "
+                    "'engine: <name>' to time one of those engines with this file's terms)")
+
+
+def _first_difference(mine: object, theirs: object, where: str) -> str:
+    """The dotted path of the first place two parsed YAML values differ (`where` if they
+    differ as a whole: another type, length or scalar)."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        for key in [*mine, *(k for k in theirs if k not in mine)]:
+            if key not in mine or key not in theirs or mine[key] != theirs[key]:
+                if key not in mine or key not in theirs:
+                    return f"{where}.{key}"
+                return _first_difference(mine[key], theirs[key], f"{where}.{key}")
+    return where
 
 
 def _check_engine_keys(data: dict[str, object], path: str) -> None:
