@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -412,3 +413,44 @@ def test_a_verbatim_speculative_block_in_a_user_engine_is_accepted(
     check_case(Case(kind="valid", label=name, args=("roofline", "--engine", name, "--tokens",
                                                     "1"), files={name: text},
                     expect=frozenset({0})), tmp_path)
+
+
+FIFO_COMMANDS = [
+    # opening a named pipe with no writer waited forever (ranks, config.json, metrics, .npz);
+    # a spec path said 'no such hardware file' of a pipe that exists
+    ("recommend", "--drafter", "eagle3-llama-3.1-8b", "--batch", "1", "--ranks", "F.json"),
+    ("models", "import", "F.json", "--out", "o.yaml"),
+    ("acceptance", "fit", "F.txt", "--out", "o.yaml"),
+    ("acceptance", "rounds", "F.npz"),
+    ("roofline", "--hardware", "F.yaml"),
+]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+@pytest.mark.parametrize("args", FIFO_COMMANDS, ids=[a[0] + "-" + a[-1] for a in FIFO_COMMANDS])
+def test_a_named_pipe_is_not_a_file_and_is_never_waited_on(
+        args: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = next(a for a in args if a.startswith("F."))
+    os.mkfifo(tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("fifo", *args, needle=""))
+    assert outcome.error is None, repr(outcome.error)
+    lines = outcome.stderr.strip().splitlines()
+    assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-400:]
+    assert f"{name}: not a regular file" in lines[0], lines[0]
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_an_empty_spec_name_is_refused_by_the_library_too() -> None:
+    """A notebook's load_hardware('') read the current folder (': is a folder')."""
+    from specsim.errors import SpecError
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.hardware import load_hardware
+    from specsim.specs.models import load_model
+
+    with pytest.raises(SpecError, match="empty hardware name"):
+        load_hardware("")
+    with pytest.raises(SpecError, match="empty model name"):
+        load_model("  ")
+    with pytest.raises(SpecError, match="kv_dtype: '' is not one of"):
+        Precision(kv_dtype="")
