@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fuzz_cases import Case, _profile_lines, check_case, lay_out, run_case
+from fuzz_cases import METRICS, Case, _profile_lines, check_case, lay_out, run_case
 
 REPO = Path(__file__).resolve().parent.parent
 HF_CONFIGS = REPO / "tests" / "fixtures" / "hf_configs"
@@ -397,13 +397,6 @@ CASES4 = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
-def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    check_case(case, tmp_path, usage_ok=False)
-
-
 @pytest.mark.parametrize("name, text", [
     ("copy.yaml", _engine_text("sglang")),  # a built-in file copied to edit its terms
     ("mine.yaml", _engine_text("vllm", tail="engine: vllm\n"))])  # what `bench fit` writes
@@ -413,6 +406,50 @@ def test_a_verbatim_speculative_block_in_a_user_engine_is_accepted(
     check_case(Case(kind="valid", label=name, args=("roofline", "--engine", name, "--tokens",
                                                     "1"), files={name: text},
                     expect=frozenset({0})), tmp_path)
+
+
+SPEED = ("speedup", "--alpha", "0.7", "--draft-cost", "0.1", "--batch", "1", "--nodes", "0,2",
+         "--shape", "chain")
+CASES4 += [
+    # an empty path became '.': '--plot ""' named '.' ("output must end in .png"), and
+    # '--configs-out ""' wrote TensorRT-LLM's file into the current folder and exited 0
+    *[_case(f"empty-path-{option}", *args, option, "", needle=f"'{option}': the path is empty")
+      for option, args in (("--plot", SPEED), ("--configs-out", (*REC, "--engine", "trtllm")),
+                           ("--tree-out", REC), ("--ranks", REC),
+                           ("--out", ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b")),
+                           ("--out", ("plan",)), ("--predictions", ("calibrate", "p.csv")))],
+    _case("empty-path-argument", "acceptance", "rounds", " ", needle="the path is empty"),
+    # an empty name meant the default (--model '' ran the default target, --weight-dtype ''
+    # the model's dtype, --backend '' the first installed), or was a KeyError (--kv-dtype ''),
+    # or named the current folder (--hardware '': ': is a folder')
+    *[_case(f"blank-value-{option}", *args, option, value,
+            needle=f"'{option}'")
+      for option, args, value in (
+          ("--model", SPEED, ""), ("--hardware", ("roofline",), ""),
+          ("--weight-dtype", ("roofline",), ""), ("--kv-dtype", ("memory",), ""),
+          ("--compute-dtype", ("roofline",), " "), ("--engine", ("roofline",), "\t"),
+          ("--workload", ("speedup", "--batch", "1"), ""),
+          ("--backend", ("profile", "--model", "tiny"), ""),
+          ("--results", ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b"), " "))],
+    _case("blank-value---name", "acceptance", "fit", "m.txt", "--out", "w.yaml", "--name", "",
+          files={"m.txt": METRICS.encode()}, needle="'--name': the value is empty"),
+    # Python's int() and float() read other digits and '_': '--tp １' was TP 1, '--draft-cost
+    # 1_0' a cost of 10, '--max-gamma ٣' a chain of 3
+    *[_case(f"number-text-{option}-{value}", *args, option, value, needle=f"'{option}'")
+      for option, args, value in (
+          ("--tp", ("roofline",), "\uff12"), ("--alpha", SPEED[:1] + SPEED[3:], "\u0660.5"),
+          ("--draft-cost", SPEED[:3] + SPEED[5:], "1_0"),
+          ("--max-gamma", ("long-context", "--drafter", "eagle3-llama-3.1-8b"), "\u0663"),
+          ("--repeats", ("profile", "--model", "tiny"), "1_0"),
+          ("--users", ("plan",), "\uff11\uff10"))],
+]
+
+
+@pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
+def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_case(case, tmp_path, usage_ok=False)
 
 
 FIFO_COMMANDS = [
@@ -454,3 +491,14 @@ def test_an_empty_spec_name_is_refused_by_the_library_too() -> None:
         load_model("  ")
     with pytest.raises(SpecError, match="kv_dtype: '' is not one of"):
         Precision(kv_dtype="")
+
+
+def test_negative_zero_options_read_as_zero(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """'--alpha -0.0 --draft-cost -0' printed 'option --alpha -0 ... draft cost -0'."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("negative-zero", *SPEED[:1], "--alpha", "-0.0", "--draft-cost",
+                             "-0", *SPEED[5:], needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    setup = outcome.stdout.splitlines()[0]
+    assert "option --alpha 0 " in setup and "draft cost 0 per pass" in setup, setup

@@ -106,6 +106,58 @@ def note(text: str) -> None:
     typer.echo(terminal_text(text), err=True)
 
 
+# ---- the text of option values, as typed -----------------------------------------------------
+
+# Click's types by name: what `strict_option_types` checks the typed text of.
+_NUMBER_TYPES = ("int", "float", "int range", "float range")
+_CHECKED_TYPES = ("str", "path", *_NUMBER_TYPES)
+
+
+def option_text_problem(text: str, kind: str) -> str | None:
+    """What is wrong with the text typed for an option of click type `kind`, or None: a blank
+    value (an unset shell variable; for a path it became '.', for a name the default), and
+    for a number anything but ASCII digits and signs (Python's int() and float() read '１',
+    '١' and '1_0' as 1, 1 and 10). The numbers' ranges are the library's to check."""
+    if not text.strip():
+        return "the path is empty" if kind == "path" else "the value is empty"
+    if kind in _NUMBER_TYPES and (not text.isascii() or "_" in text):
+        return f"{_cut(text)} is not a number (ASCII digits only, no '_')"
+    return None
+
+
+def strict_option_types(command: Any) -> Any:
+    """`command` (and its subcommands) with every option and argument reading the typed text
+    strictly (`option_text_problem`): a problem is a usage error naming the option, exit 2; a
+    float's -0.0 becomes 0.0 (a setup line read 'alpha -0'). Defaults are left as they are."""
+    for param in command.params:
+        kind = getattr(param.type, "name", "")
+        if kind in _CHECKED_TYPES:
+            param.type = _strict_type(param.type, kind)
+    for sub in getattr(command, "commands", {}).values():
+        strict_option_types(sub)
+    return command
+
+
+def _strict_type(inner: Any, kind: str) -> Any:
+    import copy
+
+    strict = copy.copy(inner)
+    convert = inner.convert
+
+    def checked(value: Any, param: Any, ctx: Any) -> Any:
+        typed = ctx is not None and getattr(param, "name", None) is not None and getattr(
+            ctx.get_parameter_source(param.name), "name", "") not in ("DEFAULT", "DEFAULT_MAP")
+        if isinstance(value, str) and typed:
+            problem = option_text_problem(value, kind)
+            if problem is not None:
+                inner.fail(problem, param, ctx)
+        result = convert(value, param, ctx)
+        return result + 0.0 if isinstance(result, float) else result
+
+    strict.convert = checked
+    return strict
+
+
 # The most each list option may ask for; --context's bound is its per-request length.
 LIMITS = {
     "--tokens": defaults.MAX_TOKENS_PER_PASS,
