@@ -444,6 +444,20 @@ CASES4 += [
           ("--users", ("plan",), "\uff11\uff10"))],
 ]
 
+# a sweep's value given twice was computed and printed twice (--batch 1,1: two equal rows);
+# --context of speedup, roofline and memory is a mix of lengths, where a repeat weighs one
+CASES4 += [_case(f"list-repeat-{option}-{value}", *args, option, value,
+                 needle=f"option {option}: {twice} is given twice")
+           for option, args, value, twice in (
+               ("--batch", SPEED[:7] + SPEED[9:], "1,1", "1"),
+               ("--nodes", SPEED[:9], "2,0,2", "2"),
+               ("--tokens", ("roofline",), "1-8,4", "4"),
+               ("--requests", ("memory",), "4,4", "4"),
+               ("--context", ("long-context", "--drafter", "eagle3-llama-3.1-8b", "--batch", "1"),
+                "1024,1024", "1,024"),
+               ("--concurrency", ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b"),
+                "1,8,8", "8"))]
+
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
 def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
@@ -502,3 +516,12 @@ def test_negative_zero_options_read_as_zero(tmp_path: Path,
     assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
     setup = outcome.stdout.splitlines()[0]
     assert "option --alpha 0 " in setup and "draft cost 0 per pass" in setup, setup
+
+
+def test_a_context_mix_may_repeat_a_length(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """--context of roofline is a mix the batch spreads over evenly: 1024,1024 is allowed."""
+    monkeypatch.chdir(tmp_path)
+    check_case(Case(kind="valid", label="context-mix", args=("roofline", "--tokens", "1",
+                                                             "--context", "1024,1024,4096"),
+                    expect=frozenset({0})), tmp_path)

@@ -168,11 +168,13 @@ LIMITS = {
 }
 
 
-def parse_ints(text: str, option: str) -> list[int]:
+def parse_ints(text: str, option: str, *, distinct: bool = True) -> list[int]:
     """'1,8,32' or '0-64' or '0-1024:8' (range with step) into a list of ints.
 
     Values are bounded by LIMITS[option] and the list by MAX_LIST_VALUES, checked before any
-    list is built, so a huge range is one error rather than a hang.
+    list is built, so a huge range is one error rather than a hang. `distinct`: a value given
+    twice (a sweep's row computed and printed twice) is refused; --context's mix of lengths
+    may repeat one (it weighs that length twice).
     """
     maximum = LIMITS.get(option, defaults.MAX_BATCH)
     values: list[int] = []
@@ -192,7 +194,21 @@ def parse_ints(text: str, option: str) -> list[int]:
     if not values or any(v < 0 for v in values):
         raise SpecError(f"option {option}: need one or more non-negative integers, "
                         f"got {_cut(text)}")
+    twice = _first_repeat(values) if distinct else None
+    if twice is not None:
+        raise SpecError(f"option {option}: {twice:,} is given twice in {_cut(text)}; list each "
+                        "value once")
     return values
+
+
+def _first_repeat(values: list[int]) -> int | None:
+    """The first value that appeared before it in `values`, None if all differ."""
+    seen: set[int] = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
 
 
 def _span(part: str, option: str) -> range:
@@ -223,7 +239,7 @@ def parse_context(text: str | None) -> float | tuple[float, ...] | None:
     """--context: one length (a float), a mix (a tuple of floats), or None when not given."""
     if text is None:
         return None
-    mix = tuple(float(c) for c in parse_ints(text, "--context"))
+    mix = tuple(float(c) for c in parse_ints(text, "--context", distinct=False))
     return mix[0] if len(mix) == 1 else mix
 
 
