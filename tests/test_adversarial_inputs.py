@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import warnings
 from pathlib import Path
@@ -459,6 +460,55 @@ CASES4 += [_case(f"list-repeat-{option}-{value}", *args, option, value,
                 "1,8,8", "8"))]
 
 
+
+def _nested(folder: str, slug: str, **changes: object) -> bytes:
+    """A built-in spec with dotted fields changed (a {value, source} leaf keeps its source)."""
+    data = yaml.safe_load((REPO / folder / f"{slug}.yaml").read_text(encoding="utf-8"))
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = data
+        for key in path:
+            node = node[key]
+        if isinstance(node.get(last), dict) and "value" in node[last]:
+            node[last]["value"] = value
+        else:
+            node[last] = value
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+MODELS, DRAFTERS = "workloads/models", "workloads/drafters"
+# numbers each in range that no model has together were priced as given (a 32-wide query
+# projection of a 4096-wide model, shared experts of no width, 10**9 MTP layers, ...)
+CASES4 += [_case(f"model-{label}", "roofline", "--model", "m.yaml", "--tokens", "1",
+                 files={"m.yaml": _nested(MODELS, slug, **changes)}, needle=needle)
+           for label, slug, changes, needle in (
+               ("head-dim-1", "llama-3.1-8b", {"head_dim": 1},
+                "fields 'num_attention_heads' x 'head_dim' = 32 x 1"),
+               ("hidden-size-1", "llama-3.1-8b", {"hidden_size": 1}, "'hidden_size' = 1 "),
+               ("hidden-size-1e9", "qwen3-8b", {"hidden_size": 10**9}, "'hidden_size'"),
+               ("shared-experts-without-width", "qwen3-30b-a3b",
+                {"moe__num_shared_experts": 2}, "field 'moe.num_shared_experts' = 2 needs"),
+               ("shared-width-without-experts", "qwen3-30b-a3b",
+                {"moe__shared_expert_intermediate_size": 1024},
+                "field 'moe.shared_expert_intermediate_size'"),
+               ("linear-heads-ungrouped", "qwen3-next-80b-a3b",
+                {"linear_attention__num_key_heads": 3},
+                "field 'linear_attention.num_value_heads' = 32 is not a multiple"),
+               ("mtp-layers-1e9", "llama-3.1-8b", {"mtp_layers": 10**9}, "field 'mtp_layers'"))]
+CASES4 += [_case(f"drafter-{label}", "drafters", "show", "d.yaml",
+                 files={"d.yaml": _nested(DRAFTERS, slug, **changes)}, needle=needle)
+           for label, slug, changes, needle in (
+               ("fused-past-the-target", "eagle3-llama-3.1-8b", {"fused_target_layers": 33},
+                "field 'fused_target_layers' = 33 exceeds the 32 layers"),
+               ("hidden-size-1", "eagle3-llama-3.1-8b", {"hidden_size": 1},
+                "'hidden_size' = 1 "))]
+CASES4 += [
+    # an empty spec said 'expected a mapping of fields, got NoneType'
+    _case("empty-spec-file", "hardware", "show", "h.yaml", files={"h.yaml": b"# nothing\n"},
+          needle="h.yaml: is empty"),
+]
+
+
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
 def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -525,3 +575,13 @@ def test_a_context_mix_may_repeat_a_length(tmp_path: Path,
     check_case(Case(kind="valid", label="context-mix", args=("roofline", "--tokens", "1",
                                                              "--context", "1024,1024,4096"),
                     expect=frozenset({0})), tmp_path)
+
+
+def test_negative_zero_in_a_spec_reads_as_zero(tmp_path: Path) -> None:
+    """A YAML '-0.0' stayed -0.0 and printed as '-0' (engines show: per_pass_s -0)."""
+    from specsim.specs.engines import load_engine
+
+    path = tmp_path / "e.yaml"
+    path.write_bytes(_nested("engines", "vllm", priors__per_pass_s=-0.0))
+    assert math.copysign(1.0, load_engine(str(path)).priors["per_pass_s"]) == 1.0
+

@@ -492,6 +492,8 @@ def read_yaml(path: Path, *, what: str = "YAML file") -> dict[str, Any]:
     """A YAML file holding a mapping, read by `parse_yaml` (refused unread past
     MAX_SPEC_BYTES); every problem is one SpecError line."""
     data = parse_yaml(read_text(path, what=what, limit=MAX_SPEC_BYTES), path)
+    if data is None:  # nothing but blanks and comments: 'got NoneType' said less
+        raise SpecError(f"{path}: is empty; expected a mapping of fields")
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     return data
@@ -716,7 +718,7 @@ class Fields:
             raise self.error(key, f"must be >= {minimum:g}, got {show(value)}")
         if maximum is not None and number > maximum:
             raise self.error(key, f"must be <= {maximum:g}, got {show(value)}")
-        return number
+        return number + 0.0  # -0.0 (a YAML '-0.0') prints as '-0' wherever it is shown
 
     def integer(self, key: str, default: int | None = None, *, minimum: int = 0,
                 maximum: int = MAX_INTEGER) -> int:
