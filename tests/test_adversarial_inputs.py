@@ -506,6 +506,10 @@ CASES4 += [
     # an empty spec said 'expected a mapping of fields, got NoneType'
     _case("empty-spec-file", "hardware", "show", "h.yaml", files={"h.yaml": b"# nothing\n"},
           needle="h.yaml: is empty"),
+    # memory priced a drafter on the default target whatever it was made for (an EAGLE-3 for
+    # Llama-3.1-8B on Qwen3-8B); every other command refuses the pair
+    _case("memory-drafter-of-another-target", "memory", "--model", "qwen3-8b", "--drafter",
+          "eagle3-llama-3.1-8b", needle="does not fit target qwen3-8b"),
 ]
 
 
@@ -585,3 +589,12 @@ def test_negative_zero_in_a_spec_reads_as_zero(tmp_path: Path) -> None:
     path.write_bytes(_nested("engines", "vllm", priors__per_pass_s=-0.0))
     assert math.copysign(1.0, load_engine(str(path)).priors["per_pass_s"]) == 1.0
 
+
+def test_memory_defaults_the_target_to_the_drafters(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """memory --drafter D without --model: D's own target, as speedup and recommend do."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("memory-default", "memory", "--drafter", "eagle3-llama-3.1-8b",
+                             needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    assert outcome.stdout.startswith("setup: llama-3.1-8b on h100-sxm; drafter eagle3-llama")

@@ -266,12 +266,6 @@ def _load(hardware: str, model: str, tp: int = 1) -> tuple[Any, Any]:
     return hw, target
 
 
-def _load_drafter(name: str, target: Any) -> Any:
-    from specsim.specs.drafters import load_drafter
-
-    return load_drafter(name, target=target)
-
-
 def to_table(rows: list[dict[str, Any]]) -> str:
     from specsim.present import render
 
