@@ -512,6 +512,28 @@ CASES4 += [
           "eagle3-llama-3.1-8b", needle="does not fit target qwen3-8b"),
 ]
 
+BENCH = ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b")
+# bench plan records its specs by slug and bench fit prices its points with the built-in ones:
+# a spec given by path (or 'H100-SXM', 'transferred/h100-sxm') stopped on "bench-plan.json:
+# row 'plain-c1': unknown hardware", a file never written and a row the user never saw
+CASES4 += [
+    *[_case(f"bench-plan-{option}-by-path", *BENCH, option, name, files={name: text},
+            needle=f"option {option}: '{name}' is not a built-in")
+      for option, name, text in (
+          ("--hardware", "h.yaml", (REPO / "hardware" / "h100-sxm.yaml").read_bytes()),
+          ("--model", "m.yaml", (REPO / MODELS / "llama-3.1-8b.yaml").read_bytes()),
+          ("--drafter", "d.yaml", (REPO / DRAFTERS / "eagle3-llama-3.1-8b.yaml").read_bytes()),
+          # a user's file named like the built-in one was recorded as, and priced by, the latter
+          ("--hardware", "./h100-sxm.yaml", (REPO / "hardware" / "h100-sxm.yaml").read_bytes()
+           .replace(b"hbm_capacity_GB: 80", b"hbm_capacity_GB: 96")))],
+    _case("bench-plan-transferred", *BENCH, "--hardware", "transferred/h100-sxm",
+          needle="option --hardware: 'transferred/h100-sxm' is not a built-in"),
+    # 'engine: ...' and 'concurrencies: ...' named no option
+    _case("bench-plan-engine", *BENCH, "--engine", "trtllm", needle="option --engine: 'trtllm'"),
+    _case("bench-plan-one-concurrency", *BENCH, "--concurrency", "5",
+          needle="option --concurrency: give at least two"),
+]
+
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
 def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
@@ -598,3 +620,15 @@ def test_memory_defaults_the_target_to_the_drafters(tmp_path: Path,
                              needle=""))
     assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
     assert outcome.stdout.startswith("setup: llama-3.1-8b on h100-sxm; drafter eagle3-llama")
+
+
+def test_bench_plan_records_a_slug_given_in_any_case(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """'--hardware H100-SXM' was recorded as typed and refused by its own plan's rows."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("bench-case", *BENCH, "--hardware", "H100-SXM", "--results",
+                             "my results", needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    plan = json.loads((tmp_path / "bench-plan" / "bench-plan.json").read_text())
+    assert plan["hardware"] == "h100-sxm"
+    assert "mkdir -p 'my results'" in outcome.stdout  # a folder name quoted for the shell

@@ -76,6 +76,7 @@ OPTION_OF_PARAMETER = {
     "target_tokens_per_s": "--target-throughput",
     "train_models": "--train",
     "drafters": "--drafter",
+    "concurrencies": "--concurrency",
 }
 # Flags a library message may tell the caller to set ("pass accept_worse=True").
 _FLAG = re.compile(r"\b(accept_worse|accept_implausible|allow_device_mismatch)=True\b")
