@@ -534,6 +534,17 @@ CASES4 += [
           needle="option --concurrency: give at least two"),
 ]
 
+# calibrate options that did nothing: --tp (any value, 0 and -5 too) without the --model whose
+# shapes it checks, --device (a Vidur folder) with a specsim profile
+PROFILE = "\n".join(_profile_lines()).encode()
+CASES4 += [_case(f"calibrate-{label}", "calibrate", "p.csv", "--out", "o.yaml", *args,
+                 files={"p.csv": PROFILE}, needle=needle)
+           for label, args, needle in (
+               ("tp-0", ("--tp", "0"), "option --tp: must be in 1..64"),
+               ("tp-without-model", ("--tp", "2"), "option --tp: 2 is the TP degree --model"),
+               ("device-of-a-specsim-profile", ("--device", "a100"),
+                "option --device: 'a100' picks a Vidur device folder"))]
+
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
 def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
