@@ -545,6 +545,15 @@ CASES4 += [_case(f"calibrate-{label}", "calibrate", "p.csv", "--out", "o.yaml", 
                ("device-of-a-specsim-profile", ("--device", "a100"),
                 "option --device: 'a100' picks a Vidur device folder"))]
 
+CASES4 += [
+    # acceptance weights read --alpha through float(): '０.5' was 0.5
+    _case("weights-alpha-fullwidth", "acceptance", "weights", "--alpha", "\uff10.5",
+          needle="option --alpha: cannot read"),
+    # a list with an item left out ('1,,8', '1,8,') ran the others
+    *[_case(f"list-empty-item-{value}", "roofline", "--tokens", value,
+            needle="option --tokens: an empty item") for value in ("1,,8", "1,8,")],
+]
+
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
 def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,

@@ -179,8 +179,10 @@ def parse_ints(text: str, option: str, *, distinct: bool = True) -> list[int]:
     """
     maximum = LIMITS.get(option, defaults.MAX_BATCH)
     values: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 1 and not all(parts):  # '1,,8' or '1,8,': a value left out, or a typo
+        raise SpecError(f"option {option}: an empty item in {_cut(text)} (use e.g. 1,8,32)")
+    for part in parts:
         if not part:
             continue
         span = _span(part, option)
