@@ -652,3 +652,30 @@ def test_bench_plan_records_a_slug_given_in_any_case(tmp_path: Path,
     plan = json.loads((tmp_path / "bench-plan" / "bench-plan.json").read_text())
     assert plan["hardware"] == "h100-sxm"
     assert "mkdir -p 'my results'" in outcome.stdout  # a folder name quoted for the shell
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+@pytest.mark.parametrize("kind", ["pipe", "symlink", "dangling-symlink"])
+def test_force_never_renames_an_output_over_a_pipe_or_a_link(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output is written to a temporary file and renamed over its name: with --force that
+    replaced a named pipe, a device (as root, /dev/null became a regular file: not tested
+    here for that reason) or a symbolic link itself by a regular file."""
+    out = tmp_path / "w.yaml"
+    real = tmp_path / "real.yaml"
+    real.write_bytes(b"old: 1\n")
+    if kind == "pipe":
+        os.mkfifo(out)
+    else:
+        out.symlink_to(real if kind == "symlink" else tmp_path / "nowhere" / "x.yaml")
+    (tmp_path / "m.txt").write_text(METRICS)
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("output-node", "acceptance", "fit", "m.txt", "--out", "w.yaml",
+                             "--force", needle=""))
+    assert outcome.error is None, repr(outcome.error)
+    lines = outcome.stderr.strip().splitlines()
+    assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-400:]
+    assert "w.yaml: " in lines[0] and ("symbolic link" in lines[0]
+                                      or "not a regular file" in lines[0]), lines[0]
+    assert out.is_fifo() if kind == "pipe" else out.is_symlink()
+    assert real.read_bytes() == b"old: 1\n"
