@@ -554,6 +554,30 @@ CASES4 += [
             needle="option --tokens: an empty item") for value in ("1,,8", "1,8,")],
 ]
 
+# engine terms past any engine were priced as given: a per-pass host time of 1e17 s gave a
+# round of 1e20 ms and 1e-17 tokens/s, exit 0
+CASES4 += [_case(f"engine-{label}", "roofline", "--engine", "e.yaml", "--tokens", "1",
+                 files={"e.yaml": _nested("engines", slug, **changes)}, needle=needle)
+           for label, slug, changes, needle in (
+               ("per-pass-1e17-s", "vllm", {"priors__per_pass_s": 1e17},
+                "field 'priors.per_pass_s' must be <= 1"),
+               ("kernels-per-layer-1e17", "vllm", {"priors__kernels_per_layer": 1e17},
+                "field 'priors.kernels_per_layer' must be <= 10000"),
+               ("unused-prior-1e17", "hf-eager", {"priors__op_host_s": 1e17},
+                "field 'priors.op_host_s'"),
+               ("fitted-round-1e16-s", "sglang", {"fitted__round_s__range": [0, 1e17],
+                                                  "fitted__round_s__value": 1e16},
+                "field 'fitted.round_s.value' must be <= 1"),
+               ("eager-ops-1e17", "hf-eager", {"drafter_ops__eagle__round": 1e17},
+                "field 'drafter_ops.eagle.round'"),
+               ("loop-2", "hf-eager", {"drafter_ops__eagle__loop": 2},
+                "field 'drafter_ops.eagle.loop' must be <= 1"))]
+# an acceptance measured over a chain of 10**9 drafted tokens was read as given
+CASES4.append(_case("workload-gamma-1e9", "workloads", "show", "w.yaml",
+                    files={"w.yaml": _nested("workloads/scenarios", "chat",
+                                             acceptance__gamma=10**9)},
+                    needle="field 'acceptance.gamma' must be in 1..4,096"))
+
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
 def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,

@@ -109,6 +109,23 @@ FITTABLE = {"eager": ("op_host_s", "round_s"),
 FACTORS = ("verify_attention_factor",)
 
 
+# Bounds no engine term comes near (refused past them, naming the file and field): a second
+# of host work per op, pass, request or round (the built-in engines' are 2 us to 5 ms), ten
+# thousand kernels or eager ops per layer, pass or round (they count tens), and a verification
+# attention 100 times a decoding kernel's (FlashInfer issue #3420 measured about 10x).
+MAX_HOST_TERM_S = 1.0
+MAX_OP_COUNT = 10_000.0
+MAX_FACTOR = 100.0
+
+
+def term_maximum(name: str) -> float:
+    """The most a term may be: MAX_HOST_TERM_S for seconds (`*_s`), MAX_OP_COUNT for counts,
+    MAX_FACTOR for a factor."""
+    if name in FACTORS:
+        return MAX_FACTOR
+    return MAX_HOST_TERM_S if name.endswith("_s") else MAX_OP_COUNT
+
+
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
          "mlp_kernels_per_layer", "mla_extra_kernels_per_layer", "qk_norm_kernels_per_layer",
          "shared_expert_kernels_per_layer", "mamba_kernels_per_layer",
@@ -206,12 +223,15 @@ class Engine:
             raise SpecError(f"{self.path}: field 'launch' must be one of "
                             f"{', '.join(LAUNCH_MODES)}; got {self.launch!r}")
         for name in TERMS:
-            if getattr(self, name) < 0:
-                raise SpecError(f"{self.path}: field '{name}' must be >= 0, "
-                                f"got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if value < 0:
+                raise SpecError(f"{self.path}: field '{name}' must be >= 0, got {value!r}")
+            if value > term_maximum(name):  # the loader names the block; a replace() not
+                raise SpecError(f"{self.path}: field '{name}' must be <= "
+                                f"{term_maximum(name):g}, got {value!r}")
         for name in FACTORS:
-            if not getattr(self, name) >= 1.0:
-                raise SpecError(f"{self.path}: field '{name}' must be >= 1, "
+            if not 1.0 <= getattr(self, name) <= MAX_FACTOR:
+                raise SpecError(f"{self.path}: field '{name}' must be in [1, {MAX_FACTOR:g}], "
                                 f"got {getattr(self, name)!r}")
         for block in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
             for dtype, f in getattr(self, block).items():
@@ -298,8 +318,8 @@ def load_engine(name: str) -> Engine:
     _check_engine_keys(spec.data, spec.path)
     f = Fields(spec.data, spec.path)
     pf = f.sub("priors", required=False) or Fields({}, spec.path, "priors.")
-    priors = {key: pf.number(key, 0.0, minimum=0.0) for key in TERMS}
-    priors |= {key: pf.number(key, 1.0, minimum=1.0) for key in FACTORS}
+    priors = {key: pf.number(key, 0.0, minimum=0.0, maximum=term_maximum(key)) for key in TERMS}
+    priors |= {key: pf.number(key, 1.0, minimum=1.0, maximum=MAX_FACTOR) for key in FACTORS}
     launch = f.choice("launch", LAUNCH_MODES)
     fits = _fitted_terms(f, launch)
     numbers = {**priors, **{k: t.value for k, t in fits.items()}}
@@ -406,7 +426,9 @@ def _drafter_ops(f: Fields) -> dict[str, dict[str, float]]:
     for family in block.keys():
         sub = block.sub(family)
         assert sub is not None
-        out[family] = {k: sub.number(k, 0.0, minimum=0.0) for k in OP_KINDS}
+        out[family] = {k: sub.number(k, 0.0, minimum=0.0,
+                                     maximum=1.0 if k == "loop" else MAX_OP_COUNT)
+                       for k in OP_KINDS}
     return out
 
 
@@ -429,7 +451,7 @@ def _fitted_terms(f: Fields, launch: str) -> dict[str, FittedTerm]:
         entry = fit.sub(key, required=False)
         if entry is None:
             continue
-        value = entry.number("value", minimum=0.0)
+        value = entry.number("value", minimum=0.0, maximum=term_maximum(key))
         low, high = _range(entry)
         if not low <= value <= high:
             raise entry.error("value", f"= {value:g} is outside its range [{low:g}, {high:g}] "
