@@ -450,8 +450,8 @@ CASES4 += [
 CASES4 += [_case(f"list-repeat-{option}-{value}", *args, option, value,
                  needle=f"option {option}: {twice} is given twice")
            for option, args, value, twice in (
-               ("--batch", SPEED[:7] + SPEED[9:], "1,1", "1"),
-               ("--nodes", SPEED[:9], "2,0,2", "2"),
+               ("--batch", SPEED[:5] + SPEED[7:], "1,1", "1"),
+               ("--nodes", SPEED[:7] + SPEED[9:], "2,0,2", "2"),
                ("--tokens", ("roofline",), "1-8,4", "4"),
                ("--requests", ("memory",), "4,4", "4"),
                ("--context", ("long-context", "--drafter", "eagle3-llama-3.1-8b", "--batch", "1"),
@@ -517,7 +517,9 @@ BENCH = ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b")
 # a spec given by path (or 'H100-SXM', 'transferred/h100-sxm') stopped on "bench-plan.json:
 # row 'plain-c1': unknown hardware", a file never written and a row the user never saw
 CASES4 += [
-    *[_case(f"bench-plan-{option}-by-path", *BENCH, option, name, files={name: text},
+    *[_case(f"bench-plan-{option}-by-path",
+            *(("bench", "plan", option, name) if option == "--drafter" else
+              (*BENCH, option, name)), files={name: text},
             needle=f"option {option}: '{name}' is not a built-in")
       for option, name, text in (
           ("--hardware", "h.yaml", (REPO / "hardware" / "h100-sxm.yaml").read_bytes()),
@@ -577,6 +579,17 @@ CASES4.append(_case("workload-gamma-1e9", "workloads", "show", "w.yaml",
                     files={"w.yaml": _nested("workloads/scenarios", "chat",
                                              acceptance__gamma=10**9)},
                     needle="field 'acceptance.gamma' must be in 1..4,096"))
+
+# an option given twice ran with the last value (click keeps it): '--tp 2 ... --tp 1' ran TP 1,
+# '-H a100-80g-sxm --hardware h100-sxm' the H100
+CASES4 += [_case(f"option-twice-{args[-2]}", *args,
+                 needle=f"option {name} is given more than once")
+           for name, args in (
+               ("--tp", ("roofline", "--tokens", "1", "--tp", "2", "--tp", "1")),
+               ("--hardware", ("roofline", "--tokens", "1", "-H", "a100-80g-sxm", "--hardware",
+                               "h100-sxm")),
+               ("--alpha", (*SPEED, "--alpha", "0.2")),
+               ("--force", ("acceptance", "weights", "--force", "--no-force")))]
 
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])

@@ -134,9 +134,35 @@ def strict_option_types(command: Any) -> Any:
         kind = getattr(param.type, "name", "")
         if kind in _CHECKED_TYPES:
             param.type = _strict_type(param.type, kind)
+    command.make_parser = _once_parser(command.make_parser)
     for sub in getattr(command, "commands", {}).values():
         strict_option_types(sub)
     return command
+
+
+def _once_parser(make_parser: Any) -> Any:
+    """A command's parser that refuses an option given twice unless it takes several values
+    (`--tp 2 ... --tp 4` ran TP 4; click keeps the last): a usage error naming the option."""
+
+    def make(ctx: Any) -> Any:
+        parser = make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]) -> Any:
+            opts, rest, order = parse(args=args)
+            seen: set[str] = set()
+            for param in order:
+                if getattr(param, "multiple", True) or not getattr(param, "opts", None):
+                    continue  # repeatable options and arguments
+                if param.name in seen:
+                    ctx.fail(f"option {param.opts[0]} is given more than once; give it once")
+                seen.add(param.name)
+            return opts, rest, order
+
+        parser.parse_args = parse_args
+        return parser
+
+    return make
 
 
 def _strict_type(inner: Any, kind: str) -> Any:
