@@ -591,6 +591,21 @@ CASES4 += [_case(f"option-twice-{args[-2]}", *args,
                ("--alpha", (*SPEED, "--alpha", "0.2")),
                ("--force", ("acceptance", "weights", "--force", "--no-force")))]
 
+# datasheet numbers in the wrong unit (bytes for GB, FLOPS for TFLOPS) or past any GPU by
+# orders of magnitude were priced as given: 8e10 GB of HBM, 1e18 us per collective
+CASES4 += [_case(f"hardware-{label}", "roofline", "--hardware", "h.yaml", "--tokens", "1",
+                 files={"h.yaml": _nested("hardware", "h100-sxm", **changes)},
+                 needle=f"field '{field}' must be")
+           for label, changes, field in (
+               ("capacity-in-bytes", {"memory__hbm_capacity_GB": 8e10}, "memory.hbm_capacity_GB"),
+               ("bandwidth-in-bytes", {"memory__hbm_bandwidth_GB_per_s": 3.35e12},
+                "memory.hbm_bandwidth_GB_per_s"),
+               ("flops-in-flops", {"compute__dense_TFLOPS__bf16": 9.894e14},
+                "compute.dense_TFLOPS.bf16"),
+               ("latency-1e18-us", {"interconnect__latency_us": 1e18},
+                "interconnect.latency_us"),
+               ("sm-count-1e9", {"compute__sm_count": 10**9}, "compute.sm_count"))]
+
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
 def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
