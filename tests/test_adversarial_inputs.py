@@ -1,4 +1,4 @@
-"""Regression cases from a second adversarial campaign, beyond tests/fuzz_cases.py.
+"""Regression cases from the second to fourth adversarial campaigns, beyond tests/fuzz_cases.py.
 
 Each case is one command line plus the files it needs; each must end in exit 2 with one line
 on stderr that names the file, field or option (`needle`), leave every file as it was, and
