@@ -740,7 +740,9 @@ def _from_probs_case(rng: random.Random, i: int) -> Case:
                                 ("--max-draft", "0"), ("--max-draft", "-1"),
                                 ("--verification", "blocky"), ("--verification", "block"),
                                 ("--context", "-5"), ("--out", "t.npz")])
-    args = ("acceptance", "from-probs", "t.npz", "d.npz", "--out", "w.yaml", option, value)
+    # an --out value in place of the default one: an option given twice is refused as such
+    out = () if option == "--out" else ("--out", "w.yaml")
+    args = ("acceptance", "from-probs", "t.npz", "d.npz", *out, option, value)
     needle = value if option == "--out" else option
     if option == "--verification" and value == "block":
         needle = "tokens"  # block verification needs the target's tokens

@@ -1,4 +1,4 @@
-"""Regression cases from a second adversarial campaign, beyond tests/fuzz_cases.py.
+"""Regression cases from the second to fourth adversarial campaigns, beyond tests/fuzz_cases.py.
 
 Each case is one command line plus the files it needs; each must end in exit 2 with one line
 on stderr that names the file, field or option (`needle`), leave every file as it was, and
@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from fuzz_cases import Case, _profile_lines, check_case, lay_out, run_case
+from fuzz_cases import METRICS, Case, _profile_lines, check_case, lay_out, run_case
 
 REPO = Path(__file__).resolve().parent.parent
 HF_CONFIGS = REPO / "tests" / "fixtures" / "hf_configs"
@@ -366,3 +368,366 @@ def test_a_reference_names_a_row_of_the_same_file_not_of_its_namesake(
     monkeypatch.chdir(tmp_path)
     check_case(_case("versus-namesake", "validate", "--published", "a/p.yaml", "--published",
                      "b/p.yaml", files=files, needle="field 'versus'"), tmp_path, usage_ok=False)
+
+
+# --------------------------------------------------------------------------- a fourth campaign
+
+
+def _engine_text(slug: str, old: str = "", new: str = "", tail: str = "") -> bytes:
+    """A built-in engine YAML's text with one substring replaced and lines appended."""
+    text = (REPO / "engines" / f"{slug}.yaml").read_text(encoding="utf-8")
+    assert old in text
+    return (text.replace(old, new, 1) + tail).encode()
+
+
+SGLANG_LAUNCH = "--model-path {model}"
+CASES4 = [
+    # a user engine file's `speculative:` block was never read: an edited launch command, round
+    # structure or family list was silently ignored (commands come from the built-in file)
+    _case("engine-speculative-edited-launch", "roofline", "--engine", "e.yaml", "--tokens", "1",
+          files={"e.yaml": _engine_text("sglang", SGLANG_LAUNCH, "--model {model}",
+                                        "engine: sglang\n")},
+          needle="field 'speculative.launch' differs from the built-in engines/sglang.yaml"),
+    _case("engine-speculative-edited-named-like-a-builtin", "engines", "show", "sglang.yaml",
+          files={"sglang.yaml": _engine_text("sglang", "round_structures: [single]",
+                                             "round_structures: [single, multistage]")},
+          needle="field 'speculative.round_structures'"),
+    _case("engine-speculative-of-no-builtin", "roofline", "--engine", "mine.yaml", "--tokens",
+          "1", files={"mine.yaml": _engine_text("vllm", "tp_flag:", "tp_flag: --tp\n  x_flag:")},
+          needle="mine.yaml: field 'speculative' is not read from a user engine file"),
+]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("copy.yaml", _engine_text("sglang")),  # a built-in file copied to edit its terms
+    ("mine.yaml", _engine_text("vllm", tail="engine: vllm\n"))])  # what `bench fit` writes
+def test_a_verbatim_speculative_block_in_a_user_engine_is_accepted(
+        name: str, text: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_case(Case(kind="valid", label=name, args=("roofline", "--engine", name, "--tokens",
+                                                    "1"), files={name: text},
+                    expect=frozenset({0})), tmp_path)
+
+
+SPEED = ("speedup", "--alpha", "0.7", "--draft-cost", "0.1", "--batch", "1", "--nodes", "0,2",
+         "--shape", "chain")
+CASES4 += [
+    # an empty path became '.': '--plot ""' named '.' ("output must end in .png"), and
+    # '--configs-out ""' wrote TensorRT-LLM's file into the current folder and exited 0
+    *[_case(f"empty-path-{option}", *args, option, "", needle=f"'{option}': the path is empty")
+      for option, args in (("--plot", SPEED), ("--configs-out", (*REC, "--engine", "trtllm")),
+                           ("--tree-out", REC), ("--ranks", REC),
+                           ("--out", ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b")),
+                           ("--out", ("plan",)), ("--predictions", ("calibrate", "p.csv")))],
+    _case("empty-path-argument", "acceptance", "rounds", " ", needle="the path is empty"),
+    # an empty name meant the default (--model '' ran the default target, --weight-dtype ''
+    # the model's dtype, --backend '' the first installed), or was a KeyError (--kv-dtype ''),
+    # or named the current folder (--hardware '': ': is a folder')
+    *[_case(f"blank-value-{option}", *args, option, value,
+            needle=f"'{option}'")
+      for option, args, value in (
+          ("--model", SPEED, ""), ("--hardware", ("roofline",), ""),
+          ("--weight-dtype", ("roofline",), ""), ("--kv-dtype", ("memory",), ""),
+          ("--compute-dtype", ("roofline",), " "), ("--engine", ("roofline",), "\t"),
+          ("--workload", ("speedup", "--batch", "1"), ""),
+          ("--backend", ("profile", "--model", "tiny"), ""),
+          ("--results", ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b"), " "))],
+    _case("blank-value---name", "acceptance", "fit", "m.txt", "--out", "w.yaml", "--name", "",
+          files={"m.txt": METRICS.encode()}, needle="'--name': the value is empty"),
+    # Python's int() and float() read other digits and '_': '--tp １' was TP 1, '--draft-cost
+    # 1_0' a cost of 10, '--max-gamma ٣' a chain of 3
+    *[_case(f"number-text-{option}-{value}", *args, option, value, needle=f"'{option}'")
+      for option, args, value in (
+          ("--tp", ("roofline",), "\uff12"), ("--alpha", SPEED[:1] + SPEED[3:], "\u0660.5"),
+          ("--draft-cost", SPEED[:3] + SPEED[5:], "1_0"),
+          ("--max-gamma", ("long-context", "--drafter", "eagle3-llama-3.1-8b"), "\u0663"),
+          ("--repeats", ("profile", "--model", "tiny"), "1_0"),
+          ("--users", ("plan",), "\uff11\uff10"))],
+]
+
+# a sweep's value given twice was computed and printed twice (--batch 1,1: two equal rows);
+# --context of speedup, roofline and memory is a mix of lengths, where a repeat weighs one
+CASES4 += [_case(f"list-repeat-{option}-{value}", *args, option, value,
+                 needle=f"option {option}: {twice} is given twice")
+           for option, args, value, twice in (
+               ("--batch", SPEED[:5] + SPEED[7:], "1,1", "1"),
+               ("--nodes", SPEED[:7] + SPEED[9:], "2,0,2", "2"),
+               ("--tokens", ("roofline",), "1-8,4", "4"),
+               ("--requests", ("memory",), "4,4", "4"),
+               ("--context", ("long-context", "--drafter", "eagle3-llama-3.1-8b", "--batch", "1"),
+                "1024,1024", "1,024"),
+               ("--concurrency", ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b"),
+                "1,8,8", "8"))]
+
+
+
+def _nested(folder: str, slug: str, **changes: object) -> bytes:
+    """A built-in spec with dotted fields changed (a {value, source} leaf keeps its source)."""
+    data = yaml.safe_load((REPO / folder / f"{slug}.yaml").read_text(encoding="utf-8"))
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = data
+        for key in path:
+            node = node[key]
+        if isinstance(node.get(last), dict) and "value" in node[last]:
+            node[last]["value"] = value
+        else:
+            node[last] = value
+    return yaml.safe_dump(data, sort_keys=False).encode()
+
+
+MODELS, DRAFTERS = "workloads/models", "workloads/drafters"
+# numbers each in range that no model has together were priced as given (a 32-wide query
+# projection of a 4096-wide model, shared experts of no width, 10**9 MTP layers, ...)
+CASES4 += [_case(f"model-{label}", "roofline", "--model", "m.yaml", "--tokens", "1",
+                 files={"m.yaml": _nested(MODELS, slug, **changes)}, needle=needle)
+           for label, slug, changes, needle in (
+               ("head-dim-1", "llama-3.1-8b", {"head_dim": 1},
+                "fields 'num_attention_heads' x 'head_dim' = 32 x 1"),
+               ("hidden-size-1", "llama-3.1-8b", {"hidden_size": 1}, "'hidden_size' = 1 "),
+               ("hidden-size-1e9", "qwen3-8b", {"hidden_size": 10**9}, "'hidden_size'"),
+               ("shared-experts-without-width", "qwen3-30b-a3b",
+                {"moe__num_shared_experts": 2}, "field 'moe.num_shared_experts' = 2 needs"),
+               ("shared-width-without-experts", "qwen3-30b-a3b",
+                {"moe__shared_expert_intermediate_size": 1024},
+                "field 'moe.shared_expert_intermediate_size'"),
+               ("linear-heads-ungrouped", "qwen3-next-80b-a3b",
+                {"linear_attention__num_key_heads": 3},
+                "field 'linear_attention.num_value_heads' = 32 is not a multiple"),
+               ("mtp-layers-1e9", "llama-3.1-8b", {"mtp_layers": 10**9}, "field 'mtp_layers'"))]
+CASES4 += [_case(f"drafter-{label}", "drafters", "show", "d.yaml",
+                 files={"d.yaml": _nested(DRAFTERS, slug, **changes)}, needle=needle)
+           for label, slug, changes, needle in (
+               ("fused-past-the-target", "eagle3-llama-3.1-8b", {"fused_target_layers": 33},
+                "field 'fused_target_layers' = 33 exceeds the 32 layers"),
+               ("hidden-size-1", "eagle3-llama-3.1-8b", {"hidden_size": 1},
+                "'hidden_size' = 1 "))]
+CASES4 += [
+    # an empty spec said 'expected a mapping of fields, got NoneType'
+    _case("empty-spec-file", "hardware", "show", "h.yaml", files={"h.yaml": b"# nothing\n"},
+          needle="h.yaml: is empty"),
+    # memory priced a drafter on the default target whatever it was made for (an EAGLE-3 for
+    # Llama-3.1-8B on Qwen3-8B); every other command refuses the pair
+    _case("memory-drafter-of-another-target", "memory", "--model", "qwen3-8b", "--drafter",
+          "eagle3-llama-3.1-8b", needle="does not fit target qwen3-8b"),
+]
+
+BENCH = ("bench", "plan", "--drafter", "eagle3-llama-3.1-8b")
+# bench plan records its specs by slug and bench fit prices its points with the built-in ones:
+# a spec given by path (or 'H100-SXM', 'transferred/h100-sxm') stopped on "bench-plan.json:
+# row 'plain-c1': unknown hardware", a file never written and a row the user never saw
+CASES4 += [
+    *[_case(f"bench-plan-{option}-by-path",
+            *(("bench", "plan", option, name) if option == "--drafter" else
+              (*BENCH, option, name)), files={name: text},
+            needle=f"option {option}: '{name}' is not a built-in")
+      for option, name, text in (
+          ("--hardware", "h.yaml", (REPO / "hardware" / "h100-sxm.yaml").read_bytes()),
+          ("--model", "m.yaml", (REPO / MODELS / "llama-3.1-8b.yaml").read_bytes()),
+          ("--drafter", "d.yaml", (REPO / DRAFTERS / "eagle3-llama-3.1-8b.yaml").read_bytes()),
+          # a user's file named like the built-in one was recorded as, and priced by, the latter
+          ("--hardware", "./h100-sxm.yaml", (REPO / "hardware" / "h100-sxm.yaml").read_bytes()
+           .replace(b"hbm_capacity_GB: 80", b"hbm_capacity_GB: 96")))],
+    _case("bench-plan-transferred", *BENCH, "--hardware", "transferred/h100-sxm",
+          needle="option --hardware: 'transferred/h100-sxm' is not a built-in"),
+    # 'engine: ...' and 'concurrencies: ...' named no option
+    _case("bench-plan-engine", *BENCH, "--engine", "trtllm", needle="option --engine: 'trtllm'"),
+    _case("bench-plan-one-concurrency", *BENCH, "--concurrency", "5",
+          needle="option --concurrency: give at least two"),
+]
+
+# calibrate options that did nothing: --tp (any value, 0 and -5 too) without the --model whose
+# shapes it checks, --device (a Vidur folder) with a specsim profile
+PROFILE = "\n".join(_profile_lines()).encode()
+CASES4 += [_case(f"calibrate-{label}", "calibrate", "p.csv", "--out", "o.yaml", *args,
+                 files={"p.csv": PROFILE}, needle=needle)
+           for label, args, needle in (
+               ("tp-0", ("--tp", "0"), "option --tp: must be in 1..64"),
+               ("tp-without-model", ("--tp", "2"), "option --tp: 2 is the TP degree --model"),
+               ("device-of-a-specsim-profile", ("--device", "a100"),
+                "option --device: 'a100' picks a Vidur device folder"))]
+
+CASES4 += [
+    # acceptance weights read --alpha through float(): '０.5' was 0.5
+    _case("weights-alpha-fullwidth", "acceptance", "weights", "--alpha", "\uff10.5",
+          needle="option --alpha: cannot read"),
+    # a list with an item left out ('1,,8', '1,8,') ran the others
+    *[_case(f"list-empty-item-{value}", "roofline", "--tokens", value,
+            needle="option --tokens: an empty item") for value in ("1,,8", "1,8,")],
+]
+
+# engine terms past any engine were priced as given: a per-pass host time of 1e17 s gave a
+# round of 1e20 ms and 1e-17 tokens/s, exit 0
+CASES4 += [_case(f"engine-{label}", "roofline", "--engine", "e.yaml", "--tokens", "1",
+                 files={"e.yaml": _nested("engines", slug, **changes)}, needle=needle)
+           for label, slug, changes, needle in (
+               ("per-pass-1e17-s", "vllm", {"priors__per_pass_s": 1e17},
+                "field 'priors.per_pass_s' must be <= 1"),
+               ("kernels-per-layer-1e17", "vllm", {"priors__kernels_per_layer": 1e17},
+                "field 'priors.kernels_per_layer' must be <= 10000"),
+               ("unused-prior-1e17", "hf-eager", {"priors__op_host_s": 1e17},
+                "field 'priors.op_host_s'"),
+               ("fitted-round-1e16-s", "sglang", {"fitted__round_s__range": [0, 1e17],
+                                                  "fitted__round_s__value": 1e16},
+                "field 'fitted.round_s.value' must be <= 1"),
+               ("eager-ops-1e17", "hf-eager", {"drafter_ops__eagle__round": 1e17},
+                "field 'drafter_ops.eagle.round'"),
+               ("loop-2", "hf-eager", {"drafter_ops__eagle__loop": 2},
+                "field 'drafter_ops.eagle.loop' must be <= 1"))]
+# an acceptance measured over a chain of 10**9 drafted tokens was read as given
+CASES4.append(_case("workload-gamma-1e9", "workloads", "show", "w.yaml",
+                    files={"w.yaml": _nested("workloads/scenarios", "chat",
+                                             acceptance__gamma=10**9)},
+                    needle="field 'acceptance.gamma' must be in 1..4,096"))
+
+# an option given twice ran with the last value (click keeps it): '--tp 2 ... --tp 1' ran TP 1,
+# '-H a100-80g-sxm --hardware h100-sxm' the H100
+CASES4 += [_case(f"option-twice-{args[-2]}", *args,
+                 needle=f"option {name} is given more than once")
+           for name, args in (
+               ("--tp", ("roofline", "--tokens", "1", "--tp", "2", "--tp", "1")),
+               ("--hardware", ("roofline", "--tokens", "1", "-H", "a100-80g-sxm", "--hardware",
+                               "h100-sxm")),
+               ("--alpha", (*SPEED, "--alpha", "0.2")),
+               ("--force", ("acceptance", "weights", "--force", "--no-force")))]
+
+# datasheet numbers in the wrong unit (bytes for GB, FLOPS for TFLOPS) or past any GPU by
+# orders of magnitude were priced as given: 8e10 GB of HBM, 1e18 us per collective
+CASES4 += [_case(f"hardware-{label}", "roofline", "--hardware", "h.yaml", "--tokens", "1",
+                 files={"h.yaml": _nested("hardware", "h100-sxm", **changes)},
+                 needle=f"field '{field}' must be")
+           for label, changes, field in (
+               ("capacity-in-bytes", {"memory__hbm_capacity_GB": 8e10}, "memory.hbm_capacity_GB"),
+               ("bandwidth-in-bytes", {"memory__hbm_bandwidth_GB_per_s": 3.35e12},
+                "memory.hbm_bandwidth_GB_per_s"),
+               ("flops-in-flops", {"compute__dense_TFLOPS__bf16": 9.894e14},
+                "compute.dense_TFLOPS.bf16"),
+               ("latency-1e18-us", {"interconnect__latency_us": 1e18},
+                "interconnect.latency_us"),
+               ("sm-count-1e9", {"compute__sm_count": 10**9}, "compute.sm_count"))]
+
+
+@pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])
+def test_fourth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_case(case, tmp_path, usage_ok=False)
+
+
+FIFO_COMMANDS = [
+    # opening a named pipe with no writer waited forever (ranks, config.json, metrics, .npz);
+    # a spec path said 'no such hardware file' of a pipe that exists
+    ("recommend", "--drafter", "eagle3-llama-3.1-8b", "--batch", "1", "--ranks", "F.json"),
+    ("models", "import", "F.json", "--out", "o.yaml"),
+    ("acceptance", "fit", "F.txt", "--out", "o.yaml"),
+    ("acceptance", "rounds", "F.npz"),
+    ("roofline", "--hardware", "F.yaml"),
+]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+@pytest.mark.parametrize("args", FIFO_COMMANDS, ids=[a[0] + "-" + a[-1] for a in FIFO_COMMANDS])
+def test_a_named_pipe_is_not_a_file_and_is_never_waited_on(
+        args: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = next(a for a in args if a.startswith("F."))
+    os.mkfifo(tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("fifo", *args, needle=""))
+    assert outcome.error is None, repr(outcome.error)
+    lines = outcome.stderr.strip().splitlines()
+    assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-400:]
+    assert f"{name}: not a regular file" in lines[0], lines[0]
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_an_empty_spec_name_is_refused_by_the_library_too() -> None:
+    """A notebook's load_hardware('') read the current folder (': is a folder')."""
+    from specsim.errors import SpecError
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.hardware import load_hardware
+    from specsim.specs.models import load_model
+
+    with pytest.raises(SpecError, match="empty hardware name"):
+        load_hardware("")
+    with pytest.raises(SpecError, match="empty model name"):
+        load_model("  ")
+    with pytest.raises(SpecError, match="kv_dtype: '' is not one of"):
+        Precision(kv_dtype="")
+
+
+def test_negative_zero_options_read_as_zero(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """'--alpha -0.0 --draft-cost -0' printed 'option --alpha -0 ... draft cost -0'."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("negative-zero", *SPEED[:1], "--alpha", "-0.0", "--draft-cost",
+                             "-0", *SPEED[5:], needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    setup = outcome.stdout.splitlines()[0]
+    assert "option --alpha 0 " in setup and "draft cost 0 per pass" in setup, setup
+
+
+def test_a_context_mix_may_repeat_a_length(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """--context of roofline is a mix the batch spreads over evenly: 1024,1024 is allowed."""
+    monkeypatch.chdir(tmp_path)
+    check_case(Case(kind="valid", label="context-mix", args=("roofline", "--tokens", "1",
+                                                             "--context", "1024,1024,4096"),
+                    expect=frozenset({0})), tmp_path)
+
+
+def test_negative_zero_in_a_spec_reads_as_zero(tmp_path: Path) -> None:
+    """A YAML '-0.0' stayed -0.0 and printed as '-0' (engines show: per_pass_s -0)."""
+    from specsim.specs.engines import load_engine
+
+    path = tmp_path / "e.yaml"
+    path.write_bytes(_nested("engines", "vllm", priors__per_pass_s=-0.0))
+    assert math.copysign(1.0, load_engine(str(path)).priors["per_pass_s"]) == 1.0
+
+
+def test_memory_defaults_the_target_to_the_drafters(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """memory --drafter D without --model: D's own target, as speedup and recommend do."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("memory-default", "memory", "--drafter", "eagle3-llama-3.1-8b",
+                             needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    assert outcome.stdout.startswith("setup: llama-3.1-8b on h100-sxm; drafter eagle3-llama")
+
+
+def test_bench_plan_records_a_slug_given_in_any_case(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """'--hardware H100-SXM' was recorded as typed and refused by its own plan's rows."""
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("bench-case", *BENCH, "--hardware", "H100-SXM", "--results",
+                             "my results", needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    plan = json.loads((tmp_path / "bench-plan" / "bench-plan.json").read_text())
+    assert plan["hardware"] == "h100-sxm"
+    assert "mkdir -p 'my results'" in outcome.stdout  # a folder name quoted for the shell
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+@pytest.mark.parametrize("kind", ["pipe", "symlink", "dangling-symlink"])
+def test_force_never_renames_an_output_over_a_pipe_or_a_link(
+        kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output is written to a temporary file and renamed over its name: with --force that
+    replaced a named pipe, a device (as root, /dev/null became a regular file: not tested
+    here for that reason) or a symbolic link itself by a regular file."""
+    out = tmp_path / "w.yaml"
+    real = tmp_path / "real.yaml"
+    real.write_bytes(b"old: 1\n")
+    if kind == "pipe":
+        os.mkfifo(out)
+    else:
+        out.symlink_to(real if kind == "symlink" else tmp_path / "nowhere" / "x.yaml")
+    (tmp_path / "m.txt").write_text(METRICS)
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("output-node", "acceptance", "fit", "m.txt", "--out", "w.yaml",
+                             "--force", needle=""))
+    assert outcome.error is None, repr(outcome.error)
+    lines = outcome.stderr.strip().splitlines()
+    assert outcome.code == 2 and len(lines) == 1, outcome.stderr[-400:]
+    assert "w.yaml: " in lines[0] and ("symbolic link" in lines[0]
+                                      or "not a regular file" in lines[0]), lines[0]
+    assert out.is_fifo() if kind == "pipe" else out.is_symlink()
+    assert real.read_bytes() == b"old: 1\n"

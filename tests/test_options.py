@@ -305,10 +305,12 @@ def test_hardware_and_model_default_to_the_one_setup() -> None:
     # calibrate: None means DEFAULT_HARDWARE, or a Vidur folder's own device
     assert {v for k, v in hardware.items() if k != "calibrate"} == {DEFAULT_HARDWARE}
     models = _defaults("--model")
-    # speedup, recommend: None = the drafter's target, which is DEFAULT_MODEL by default;
-    # calibrate, profile: the profile's model (a check, or what to time)
-    assert {models[c] for c in ("roofline", "memory", "plan")} == {DEFAULT_MODEL}
+    # speedup, recommend, memory: None = the drafter's target, else DEFAULT_MODEL (memory
+    # priced a drafter on DEFAULT_MODEL whatever it was made for); calibrate, profile: the
+    # profile's model (a check, or what to time)
+    assert {models[c] for c in ("roofline", "plan")} == {DEFAULT_MODEL}
     assert models["speedup"] is None and models["recommend"] is None
+    assert models["memory"] is None
 
 
 # ------------------------------------------- validation in the library, named by parameter

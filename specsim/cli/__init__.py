@@ -25,7 +25,7 @@ from specsim.cli import (  # noqa: F401  (registers)
     validate,
     workloads,
 )
-from specsim.cli.common import app, option_text
+from specsim.cli.common import app, option_text, strict_option_types
 from specsim.errors import SpecError
 
 __all__ = ["app", "main"]
@@ -33,8 +33,9 @@ __all__ = ["app", "main"]
 
 @functools.cache
 def _command() -> Any:
-    """The click command typer builds from `app`, built once per process (it takes ~50 ms)."""
-    return typer.main.get_command(app)
+    """The click command typer builds from `app`, built once per process (it takes ~50 ms),
+    its options reading the typed text strictly (`strict_option_types`)."""
+    return strict_option_types(typer.main.get_command(app))
 
 
 MAX_MESSAGE_CHARS = 380  # with the "specsim: error: " prefix, under 400

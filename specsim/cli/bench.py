@@ -39,8 +39,9 @@ def bench_plan(
     output_tokens: Annotated[int, typer.Option(help="Output tokens per request.")] = 256,
     concurrency: Annotated[str, typer.Option(
         help="Concurrencies, comma-separated (at least two).")] = "1,8,32",
-    results: Annotated[str, typer.Option(
-        help="Folder the benchmark clients write their result files to.")] = "bench-results",
+    results: Annotated[Path, typer.Option(
+        help="Folder the benchmark clients write their result files to.")]
+    = Path("bench-results"),
     out: Annotated[Path, typer.Option(help="Folder for bench-plan.json (what `bench fit` "
                                       "reads).")] = Path("bench-plan"),
     force: Annotated[bool, typer.Option(help="Replace an existing bench-plan.json.")] = False,
@@ -67,9 +68,9 @@ def bench_plan(
     lines = [f"# specsim bench plan: {plan.engine_version}, {plan.model} on {plan.hardware}, "
              f"TP {plan.tp}, drafter {plan.drafter}; {len(plan.points)} points, about "
              f"{minutes:.0f} min (each server ~{SERVER_START_S / 60:.0f} min to start)",
-             f"# results go to {results}/; then: specsim bench fit {out} --results {results} "
-             "--out my-engine.yaml",
-             f"mkdir -p {shlex.quote(results)}"]
+             f"# results go to {results}/; then: specsim bench fit {shlex.quote(str(out))} "
+             f"--results {shlex.quote(str(results))} --out my-engine.yaml",
+             f"mkdir -p {shlex.quote(str(results))}"]
     for n, (sid, argv) in enumerate(plan.servers.items(), 1):
         env = plan.server_env.get(sid, {})
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -78,7 +79,7 @@ def bench_plan(
                   f"# {prefix + ' ' if prefix else ''}{shlex.join(argv)}"]
         for p in (q for q in plan.points if q.server == sid):
             lines += [f"# {p.id}: {p.why}",
-                      shlex.join(plan.client_argv(p, model_id, results))]
+                      shlex.join(plan.client_argv(p, model_id, str(results)))]
     make_parent(path)
     atomic_write_bytes(path, (json.dumps(plan.to_json(), indent=1) + "\n").encode())
     echo("\n".join(lines))

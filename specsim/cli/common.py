@@ -78,6 +78,7 @@ OPTION_OF_PARAMETER = {
     "target_tokens_per_s": "--target-throughput",
     "train_models": "--train",
     "drafters": "--drafter",
+    "concurrencies": "--concurrency",
 }
 # Flags a library message may tell the caller to set ("pass accept_worse=True").
 _FLAG = re.compile(r"\b(accept_worse|accept_implausible|allow_device_mismatch)=True\b")
@@ -108,6 +109,84 @@ def note(text: str) -> None:
     typer.echo(terminal_text(text), err=True)
 
 
+# ---- the text of option values, as typed -----------------------------------------------------
+
+# Click's types by name: what `strict_option_types` checks the typed text of.
+_NUMBER_TYPES = ("int", "float", "int range", "float range")
+_CHECKED_TYPES = ("str", "path", *_NUMBER_TYPES)
+
+
+def option_text_problem(text: str, kind: str) -> str | None:
+    """What is wrong with the text typed for an option of click type `kind`, or None: a blank
+    value (an unset shell variable; for a path it became '.', for a name the default), and
+    for a number anything but ASCII digits and signs (Python's int() and float() read '１',
+    '١' and '1_0' as 1, 1 and 10). The numbers' ranges are the library's to check."""
+    if not text.strip():
+        return "the path is empty" if kind == "path" else "the value is empty"
+    if kind in _NUMBER_TYPES and (not text.isascii() or "_" in text):
+        return f"{_cut(text)} is not a number (ASCII digits only, no '_')"
+    return None
+
+
+def strict_option_types(command: Any) -> Any:
+    """`command` (and its subcommands) with every option and argument reading the typed text
+    strictly (`option_text_problem`): a problem is a usage error naming the option, exit 2; a
+    float's -0.0 becomes 0.0 (a setup line read 'alpha -0'). Defaults are left as they are."""
+    for param in command.params:
+        kind = getattr(param.type, "name", "")
+        if kind in _CHECKED_TYPES:
+            param.type = _strict_type(param.type, kind)
+    command.make_parser = _once_parser(command.make_parser)
+    for sub in getattr(command, "commands", {}).values():
+        strict_option_types(sub)
+    return command
+
+
+def _once_parser(make_parser: Any) -> Any:
+    """A command's parser that refuses an option given twice unless it takes several values
+    (`--tp 2 ... --tp 4` ran TP 4; click keeps the last): a usage error naming the option."""
+
+    def make(ctx: Any) -> Any:
+        parser = make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]) -> Any:
+            opts, rest, order = parse(args=args)
+            seen: set[str] = set()
+            for param in order:
+                if getattr(param, "multiple", True) or not getattr(param, "opts", None):
+                    continue  # repeatable options and arguments
+                if param.name in seen:
+                    ctx.fail(f"option {param.opts[0]} is given more than once; give it once")
+                seen.add(param.name)
+            return opts, rest, order
+
+        parser.parse_args = parse_args
+        return parser
+
+    return make
+
+
+def _strict_type(inner: Any, kind: str) -> Any:
+    import copy
+
+    strict = copy.copy(inner)
+    convert = inner.convert
+
+    def checked(value: Any, param: Any, ctx: Any) -> Any:
+        typed = ctx is not None and getattr(param, "name", None) is not None and getattr(
+            ctx.get_parameter_source(param.name), "name", "") not in ("DEFAULT", "DEFAULT_MAP")
+        if isinstance(value, str) and typed:
+            problem = option_text_problem(value, kind)
+            if problem is not None:
+                inner.fail(problem, param, ctx)
+        result = convert(value, param, ctx)
+        return result + 0.0 if isinstance(result, float) else result
+
+    strict.convert = checked
+    return strict
+
+
 # The most each list option may ask for; --context's bound is its per-request length.
 LIMITS = {
     "--tokens": defaults.MAX_TOKENS_PER_PASS,
@@ -118,16 +197,20 @@ LIMITS = {
 }
 
 
-def parse_ints(text: str, option: str) -> list[int]:
+def parse_ints(text: str, option: str, *, distinct: bool = True) -> list[int]:
     """'1,8,32' or '0-64' or '0-1024:8' (range with step) into a list of ints.
 
     Values are bounded by LIMITS[option] and the list by MAX_LIST_VALUES, checked before any
-    list is built, so a huge range is one error rather than a hang.
+    list is built, so a huge range is one error rather than a hang. `distinct`: a value given
+    twice (a sweep's row computed and printed twice) is refused; --context's mix of lengths
+    may repeat one (it weighs that length twice).
     """
     maximum = LIMITS.get(option, defaults.MAX_BATCH)
     values: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 1 and not all(parts):  # '1,,8' or '1,8,': a value left out, or a typo
+        raise SpecError(f"option {option}: an empty item in {_cut(text)} (use e.g. 1,8,32)")
+    for part in parts:
         if not part:
             continue
         span = _span(part, option)
@@ -142,7 +225,21 @@ def parse_ints(text: str, option: str) -> list[int]:
     if not values or any(v < 0 for v in values):
         raise SpecError(f"option {option}: need one or more non-negative integers, "
                         f"got {_cut(text)}")
+    twice = _first_repeat(values) if distinct else None
+    if twice is not None:
+        raise SpecError(f"option {option}: {twice:,} is given twice in {_cut(text)}; list each "
+                        "value once")
     return values
+
+
+def _first_repeat(values: list[int]) -> int | None:
+    """The first value that appeared before it in `values`, None if all differ."""
+    seen: set[int] = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
 
 
 def _span(part: str, option: str) -> range:
@@ -173,7 +270,7 @@ def parse_context(text: str | None) -> float | tuple[float, ...] | None:
     """--context: one length (a float), a mix (a tuple of floats), or None when not given."""
     if text is None:
         return None
-    mix = tuple(float(c) for c in parse_ints(text, "--context"))
+    mix = tuple(float(c) for c in parse_ints(text, "--context", distinct=False))
     return mix[0] if len(mix) == 1 else mix
 
 
@@ -198,12 +295,6 @@ def _load(hardware: str, model: str, tp: int = 1) -> tuple[Any, Any]:
     hw, target = load_hardware(hardware), load_model(model)
     check_tensor_parallel(target, tp)
     return hw, target
-
-
-def _load_drafter(name: str, target: Any) -> Any:
-    from specsim.specs.drafters import load_drafter
-
-    return load_drafter(name, target=target)
 
 
 def to_table(rows: list[dict[str, Any]]) -> str:

@@ -260,8 +260,10 @@ def weights(
 def _alphas(text: str, block: int) -> Any:
     import numpy as np
 
-    try:
-        values = [float(v) for v in text.split(",")]
+    try:  # ASCII only: float() reads '０.5' and '0_5' too
+        if not text.isascii() or "_" in text:
+            raise ValueError(text)
+        values = [float(v) + 0.0 for v in text.split(",")]
     except ValueError:
         raise SpecError(f"option --alpha: cannot read {text[:40]!r} (use e.g. 0.87 or "
                         "0.9,0.8,0.7)") from None

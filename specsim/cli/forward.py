@@ -19,10 +19,10 @@ from specsim.cli.common import (
     TpOpt,
     WeightDtypeOpt,
     _load,
-    _load_drafter,
     app,
     context_tokens,
     echo,
+    note,
     parse_ints,
     precision,
     to_json,
@@ -86,7 +86,9 @@ def roofline(
 @app.command()
 def memory(
     hardware: HardwareOpt = DEFAULT_HARDWARE,
-    model: ModelOpt = DEFAULT_MODEL,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Target model: a built-in slug (`specsim models list`) or a YAML "
+        f"path. Default: the drafter's target, else {DEFAULT_MODEL}.")] = None,
     context: ContextOpt = None,
     requests: Annotated[str, typer.Option(help="Concurrent requests (list or range).")]
     = "1,8,24,64,128",
@@ -105,10 +107,18 @@ def memory(
     from specsim.forward.memory import serving_memory
     from specsim.present.render import context_text, setup_text
     from specsim.present.rows import memory_rows
+    from specsim.specs.hardware import load_hardware
+    from specsim.specs.models import check_tensor_parallel
+    from specsim.speculation.setup import load_target_and_drafter
 
-    hw, target = _load(hardware, model, tp)
+    # the drafter checked against the target as every command does (an EAGLE-3 for
+    # Llama-3.1-8B was priced on the default Qwen3-8B)
+    target, draft, notes = load_target_and_drafter(model, drafter)
+    check_tensor_parallel(target, tp)
+    hw = load_hardware(hardware)
     ctx, prec = context_tokens(context), precision(weight_dtype, kv_dtype)
-    draft = _load_drafter(drafter, target) if drafter else None
+    for text in notes:
+        note(f"note: {text}")
     plan = serving_memory(target, hw, parse_ints(requests, "--requests"), ctx, drafter=draft,
                           tp=tp, memory_fraction=memory_fraction, ep=ep,
                           precision=prec)

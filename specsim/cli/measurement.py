@@ -233,6 +233,7 @@ def calibrate(
     from specsim.measurement.device_match import WorseThanDatasheet, fitted_efficiency
     from specsim.measurement.plausibility import ImplausibleCalibration, percent_text
     from specsim.measurement.tables import (
+        check_calibration_options,
         l2_statement,
         measured_hardware,
         read_measurements_and_metadata,
@@ -241,6 +242,7 @@ def calibrate(
     from specsim.specs.io import read_yaml
     from specsim.specs.outputs import PLOT_SUFFIXES, check_writable, write_yaml
 
+    check_calibration_options(fmt=fmt, device=device, model=model, tp=tp)
     check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     if predictions is not None:
         check_writable(predictions, force=force, suffixes=(".csv",))

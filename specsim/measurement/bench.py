@@ -39,12 +39,12 @@ from typing import Any
 import numpy as np
 
 from specsim.engines import adapter
-from specsim.errors import SpecError, check_number
+from specsim.errors import SpecError, check_number, parameter_error
 from specsim.measurement.engine_results import EngineRun, read_engine_results
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import FittedTerm, load_engine
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import builtin_dir, read_yaml
+from specsim.specs.io import builtin_dir, builtin_names, probe, read_yaml, show
 from specsim.specs.models import check_tensor_parallel, load_model
 
 ENGINES = ("vllm", "sglang")
@@ -156,20 +156,27 @@ def _forced_setting(engine: str, drafter: Drafter, k: int, tau: float) -> tuple[
 def make_bench_plan(*, engine: str, model: str, hardware: str, drafter: str, tp: int = 1,
                     input_tokens: int = 512, output_tokens: int = 256,
                     concurrencies: Sequence[int] = CONCURRENCIES) -> BenchPlan:
-    """The benchmark plan of the module docstring for built-in specs (slugs or paths)."""
+    """The benchmark plan of the module docstring for built-in specs (slugs, any case): the
+    plan names them by slug and `bench fit` prices its points with them, so a spec given by
+    path (whose slug would name the built-in file or none) is refused naming the parameter."""
     if engine not in ENGINES:
-        raise SpecError(f"engine: {engine!r} has no benchmark client specsim reads; one of "
-                        f"{', '.join(ENGINES)}")
+        raise parameter_error("engine", f"{engine!r} has no benchmark client specsim reads; "
+                              f"one of {', '.join(ENGINES)}")
     check_number(input_tokens, "input_tokens", low=1, high=1e6)
     check_number(output_tokens, "output_tokens", low=8, high=1e6)
     levels = sorted({int(c) for c in concurrencies})
     if len(levels) < 2 or levels[0] < 1:
-        raise SpecError("concurrencies: give at least two, all >= 1 (the slope over "
-                        f"concurrency needs two), got {', '.join(map(str, concurrencies))}")
+        raise parameter_error("concurrencies", "give at least two, all >= 1 (the slope over "
+                              f"concurrency needs two), got "
+                              f"{', '.join(map(str, concurrencies))}")
     target = load_model(model)
+    _check_builtin("models", "model", model, target)
     check_tensor_parallel(target, tp)
-    load_hardware(hardware)
+    hw = load_hardware(hardware)
+    _check_builtin("hardware", "hardware", hardware, hw)
+    hardware = hw.slug
     draft = load_drafter(drafter, target=target)
+    _check_builtin("drafters", "drafter", drafter, draft)
     from specsim.speculation.setup import check_compatible
 
     # as every command checks it, before the plan's rows (whose messages name a file and
@@ -222,6 +229,21 @@ def make_bench_plan(*, engine: str, model: str, hardware: str, drafter: str, tp:
                      hardware=hardware, drafter=draft.slug, tp=tp, input_tokens=input_tokens,
                      output_tokens=output_tokens, points=tuple(points), servers=servers,
                      server_env=env, model_id=target_id(setup))
+
+
+def _check_builtin(kind: str, parameter: str, name: str, spec: Any) -> None:
+    """Refuse a spec that is not the built-in file of its slug: a plan records specs by slug
+    (as published rows do), and `bench fit` prices its points with the built-in spec of that
+    slug, so a user's file would be silently replaced (or, named otherwise, stop the plan on
+    a row of bench-plan.json)."""
+    slug, folder = str(spec.slug), builtin_dir(kind)
+    builtin = slug in builtin_names(kind) and probe(folder, "is_dir") and \
+        Path(spec.path).resolve() == (folder / f"{slug}.yaml").resolve()
+    if not builtin:
+        listing = f"specsim {kind} list"
+        raise parameter_error(parameter, f"{show(name, 60)} is not a built-in {parameter} "
+                              "spec: a bench plan names its specs by slug and `bench fit` "
+                              f"prices the points with them; give one of `{listing}`")
 
 
 def _plan_rows(plan: BenchPlan, runs: dict[str, EngineRun] | None = None

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecError, parameter_error
+from specsim.errors import SpecError, check_int, parameter_error
 from specsim.measurement.backends import L2_FLUSH_KEY
 from specsim.measurement.calibrate import MEASUREMENT_COLUMNS
 from specsim.measurement.profile_csv import read_profile
@@ -23,7 +23,7 @@ from specsim.measurement.vidur import (
     vidur_devices,
     vidur_target,
 )
-from specsim.specs.defaults import DEFAULT_HARDWARE
+from specsim.specs.defaults import DEFAULT_HARDWARE, MAX_TP
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import probe
 
@@ -121,6 +121,23 @@ def _vidur_attention(path: Path) -> pd.DataFrame:
         "queries": np.where(prefill, a["prefill_chunk_size"], 1),
         "mask": np.where(prefill, "causal", "none"), "kv_heads": a["kv_heads"],
         "time_s": a["time_s"]})
+
+
+def check_calibration_options(*, fmt: str, device: str | None, model: str | None,
+                              tp: int) -> None:
+    """Options of a calibration that would be ignored, refused naming each: a Vidur `device`
+    folder for a specsim profile (which names its device in its '# device:' line), and a TP
+    degree without the `model` whose shapes it checks at that degree."""
+    if fmt not in FORMATS:
+        raise parameter_error("fmt", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if device is not None and fmt != "vidur":
+        raise parameter_error("device", f"{device!r} picks a Vidur device folder (--format "
+                              "vidur); a specsim profile names its device in its '# device:' "
+                              "line")
+    check_int(tp, "tp", low=1, high=MAX_TP)
+    if tp != 1 and model is None:
+        raise parameter_error("tp", f"{tp} is the TP degree --model's shapes are checked at; "
+                              "give --model too, or leave --tp out")
 
 
 def measured_hardware(path: Path, fmt: str, *, hardware: str | None, device: str | None

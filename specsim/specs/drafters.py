@@ -26,7 +26,7 @@ from specsim.specs.cache import (
 )
 from specsim.specs.dtypes import BYTES_PER_PARAM
 from specsim.specs.io import MAX_LAYERS, Fields, read_spec_file, resolve_path
-from specsim.specs.models import Model, load_model
+from specsim.specs.models import Model, load_model, query_width_problem
 from specsim.specs.names import read_checkpoint, read_display_name, read_hub_id
 from specsim.specs.params import weight_bytes as model_weight_bytes
 from specsim.specs.workloads import acceptance_profile
@@ -384,6 +384,7 @@ def load_drafter(name: str, *, target: Model | None = None) -> Drafter:
     try:
         drafter = _build(f, spec.sources, spec.path, path.stem, target)
         f.check_unknown()
+        _check_against_target(f, drafter)
         return drafter
     except SpecError as err:
         message = str(err)
@@ -432,6 +433,28 @@ def _build(f: Fields, sources: dict[str, str], path: str, slug: str, target: Mod
         trained_for=read_hub_id(f, "trained_for") if f.has("trained_for") else "",
         sources=sources, path=path,
     )
+
+
+def _check_against_target(f: Fields, drafter: Drafter) -> None:
+    """Numbers each in range that contradict the drafter's target or its own layers (one line
+    naming the field): more fused target hidden states than the target has layers, more of the
+    target's own layers than it has (self-speculation drafts with a prefix of them), query
+    heads far wider or narrower than its hidden size (`query_width_problem`)."""
+    target = drafter.target
+    if drafter.fused_target_layers > target.num_layers:
+        raise f.error("fused_target_layers", f"= {drafter.fused_target_layers:,} exceeds the "
+                      f"{target.num_layers} layers of target {target.slug} whose hidden states "
+                      "it fuses")
+    if (drafter.kind.is_target or drafter.kind.reuses_drafted_layers) \
+            and drafter.layers > target.num_layers:
+        raise f.error("layers", f"= {drafter.layers:,} exceeds the {target.num_layers} layers "
+                      f"of target {target.slug}, which family {drafter.family} drafts with")
+    own = drafter.model is None and not drafter.kind.target_shaped_layers and drafter.layers
+    if own:
+        problem = query_width_problem(drafter.num_attention_heads, drafter.head_dim,
+                                      drafter.hidden_size)
+        if problem is not None:
+            raise SpecError(f"{drafter.path}: {problem}")
 
 
 def _cache_kind(f: Fields) -> Cache | None:

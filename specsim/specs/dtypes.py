@@ -25,6 +25,11 @@ class Precision:
     def __post_init__(self) -> None:
         for name in ("weight_dtype", "kv_dtype", "activation_dtype", "state_dtype"):
             value = getattr(self, name)
-            if value and value not in BYTES_PER_PARAM:
+            # only the weights have a default of their own (""); an empty KV dtype was a
+            # KeyError where a pass first priced the cache
+            if (value or name != "weight_dtype") and value not in BYTES_PER_PARAM:
                 raise SpecError(f"{name}: {value!r} is not one of "
                                 f"{', '.join(BYTES_PER_PARAM)}", parameter=name)
+        if not isinstance(self.compute_dtype, str) or not self.compute_dtype.strip():
+            raise SpecError(f"compute_dtype: {self.compute_dtype!r} names no dtype",
+                            parameter="compute_dtype")

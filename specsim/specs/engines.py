@@ -85,9 +85,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from specsim.errors import SpecError
-from specsim.specs.io import Fields, builtin_names, check_keys, read_spec_file, resolve_path, show
+from specsim.specs.io import (
+    Fields,
+    builtin_dir,
+    builtin_names,
+    check_keys,
+    probe,
+    read_spec_file,
+    resolve_path,
+    show,
+)
 from specsim.specs.names import read_display_name
 
 LAUNCH_MODES = ("eager", "graphs", "none")
@@ -99,6 +109,23 @@ FITTABLE = {"eager": ("op_host_s", "round_s"),
 # Terms that scale a kernel time rather than add seconds: 1 is none, and a value below 1 is
 # refused. Not in TERMS (whose default and floor are 0 s).
 FACTORS = ("verify_attention_factor",)
+
+
+# Bounds no engine term comes near (refused past them, naming the file and field): a second
+# of host work per op, pass, request or round (the built-in engines' are 2 us to 5 ms), ten
+# thousand kernels or eager ops per layer, pass or round (they count tens), and a verification
+# attention 100 times a decoding kernel's (FlashInfer issue #3420 measured about 10x).
+MAX_HOST_TERM_S = 1.0
+MAX_OP_COUNT = 10_000.0
+MAX_FACTOR = 100.0
+
+
+def term_maximum(name: str) -> float:
+    """The most a term may be: MAX_HOST_TERM_S for seconds (`*_s`), MAX_OP_COUNT for counts,
+    MAX_FACTOR for a factor."""
+    if name in FACTORS:
+        return MAX_FACTOR
+    return MAX_HOST_TERM_S if name.endswith("_s") else MAX_OP_COUNT
 
 
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
@@ -200,12 +227,15 @@ class Engine:
             raise SpecError(f"{self.path}: field 'launch' must be one of "
                             f"{', '.join(LAUNCH_MODES)}; got {self.launch!r}")
         for name in TERMS:
-            if getattr(self, name) < 0:
-                raise SpecError(f"{self.path}: field '{name}' must be >= 0, "
-                                f"got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if value < 0:
+                raise SpecError(f"{self.path}: field '{name}' must be >= 0, got {value!r}")
+            if value > term_maximum(name):  # the loader names the block; a replace() not
+                raise SpecError(f"{self.path}: field '{name}' must be <= "
+                                f"{term_maximum(name):g}, got {value!r}")
         for name in FACTORS:
-            if not getattr(self, name) >= 1.0:
-                raise SpecError(f"{self.path}: field '{name}' must be >= 1, "
+            if not 1.0 <= getattr(self, name) <= MAX_FACTOR:
+                raise SpecError(f"{self.path}: field '{name}' must be in [1, {MAX_FACTOR:g}], "
                                 f"got {getattr(self, name)!r}")
         for block in ("weight_dtype_efficiency", "moe_weight_dtype_efficiency"):
             for dtype, f in getattr(self, block).items():
@@ -292,8 +322,8 @@ def load_engine(name: str) -> Engine:
     _check_engine_keys(spec.data, spec.path)
     f = Fields(spec.data, spec.path)
     pf = f.sub("priors", required=False) or Fields({}, spec.path, "priors.")
-    priors = {key: pf.number(key, 0.0, minimum=0.0) for key in TERMS}
-    priors |= {key: pf.number(key, 1.0, minimum=1.0) for key in FACTORS}
+    priors = {key: pf.number(key, 0.0, minimum=0.0, maximum=term_maximum(key)) for key in TERMS}
+    priors |= {key: pf.number(key, 1.0, minimum=1.0, maximum=MAX_FACTOR) for key in FACTORS}
     launch = f.choice("launch", LAUNCH_MODES)
     fits = _fitted_terms(f, launch)
     numbers = {**priors, **{k: t.value for k, t in fits.items()}}
@@ -305,6 +335,7 @@ def load_engine(name: str) -> Engine:
     if base and base not in builtin_names("engines"):
         raise f.error("engine", f"= {show(base)} is not a built-in engine "
                       f"({', '.join(builtin_names('engines'))})")
+    _check_speculative_block(spec.data, path, base or path.stem)
     return Engine(slug=path.stem, name=read_display_name(f), base=base,
                   version=read_display_name(f, "version"),
                   launch=launch, drafter_ops=_drafter_ops(f),
@@ -317,6 +348,50 @@ def load_engine(name: str) -> Engine:
                   sources={k.removeprefix("priors."): v for k, v in spec.sources.items()},
                   fitted_on=fitted_on, fits=fits, priors=priors, held_out_error_pct=error,
                   path=spec.path, **numbers)
+
+
+def _check_speculative_block(data: dict[str, object], path: Path, base: str) -> None:
+    """A user engine file's `speculative:` block: the commands, flags and rules a setting must
+    keep are read from the built-in engines/<engine>.yaml only (the adapters of
+    `specsim.engines`), never from a user file, so a block that differs from the built-in one
+    would be silently ignored and is refused, naming its first differing field. A verbatim
+    copy (what `bench fit` writes, or a built-in file copied to edit its terms) is accepted:
+    nothing in it is ignored. `base`: the built-in engine the file names (`engine:`), else its
+    file name's stem."""
+    block = data.get("speculative")
+    folder = builtin_dir("engines")
+    if block is None or (probe(folder, "is_dir")
+                         and path.resolve().parent == folder.resolve()):
+        return
+    builtins = {name: read_spec_file(folder / f"{name}.yaml").data.get("speculative")
+                for name in builtin_names("engines")}
+    if base in builtins and builtins[base] is not None:
+        if block == builtins[base]:
+            return
+        field = _first_difference(block, builtins[base], "speculative")
+        raise SpecError(f"{path}: field '{field}' differs from the built-in engines/{base}.yaml:"
+                        f" a user engine file sets timing terms only; {base}'s commands, flags "
+                        "and rules are read from the built-in file, so this block would be "
+                        "ignored (remove it, or keep it as shipped)")
+    if any(block == other for other in builtins.values() if other is not None):
+        return
+    named = ", ".join(name for name, other in builtins.items() if other is not None)
+    raise SpecError(f"{path}: field 'speculative' is not read from a user engine file: the "
+                    f"commands, flags and rules of {named} come from their built-in "
+                    "engines/*.yaml, so this block would be ignored (remove it; set "
+                    "'engine: <name>' to time one of those engines with this file's terms)")
+
+
+def _first_difference(mine: object, theirs: object, where: str) -> str:
+    """The dotted path of the first place two parsed YAML values differ (`where` if they
+    differ as a whole: another type, length or scalar)."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        for key in [*mine, *(k for k in theirs if k not in mine)]:
+            if key not in mine or key not in theirs or mine[key] != theirs[key]:
+                if key not in mine or key not in theirs:
+                    return f"{where}.{key}"
+                return _first_difference(mine[key], theirs[key], f"{where}.{key}")
+    return where
 
 
 def _check_engine_keys(data: dict[str, object], path: str) -> None:
@@ -355,7 +430,9 @@ def _drafter_ops(f: Fields) -> dict[str, dict[str, float]]:
     for family in block.keys():
         sub = block.sub(family)
         assert sub is not None
-        out[family] = {k: sub.number(k, 0.0, minimum=0.0) for k in OP_KINDS}
+        out[family] = {k: sub.number(k, 0.0, minimum=0.0,
+                                     maximum=1.0 if k == "loop" else MAX_OP_COUNT)
+                       for k in OP_KINDS}
     return out
 
 
@@ -378,7 +455,7 @@ def _fitted_terms(f: Fields, launch: str) -> dict[str, FittedTerm]:
         entry = fit.sub(key, required=False)
         if entry is None:
             continue
-        value = entry.number("value", minimum=0.0)
+        value = entry.number("value", minimum=0.0, maximum=term_maximum(key))
         low, high = _range(entry)
         if not low <= value <= high:
             raise entry.error("value", f"= {value:g} is outside its range [{low:g}, {high:g}] "

@@ -31,6 +31,14 @@ US = 1e-6
 GBIT = 1e9 / 8  # bytes/s in one Gb/s (network rates are quoted in bits)
 # GPUs a replica may span: far above any deployed NVLink domain or expert-parallel group.
 MAX_NODE_GPUS = 576
+# Datasheet numbers past any GPU by two orders of magnitude (the largest built-in: 288 GB, 8 TB/s,
+# 15,000 dense TFLOPS, 900 GB/s of link, 304 SMs): a unit slip (bytes for GB, FLOPS for TFLOPS)
+# or a typo, refused naming the field rather than priced.
+MAX_HBM_GB = 1e5
+MAX_BANDWIDTH_GB_PER_S = 1e6
+MAX_TFLOPS = 1e7
+MAX_LATENCY_US = 1e6  # a second per collective
+MAX_SM_COUNT = 100_000
 MAX_MESH_LINKS = MAX_NODE_GPUS - 1  # a fully connected mesh links each GPU to all others
 
 
@@ -375,15 +383,20 @@ def hardware_from_file(spec: SpecFile, *, slug: str) -> Hardware:
             slug=slug,
             name=read_display_name(f),
             vendor=read_display_name(f, "vendor", "unknown"),
-            hbm_capacity_bytes=memory.number("hbm_capacity_GB", positive=True) * GB,
-            hbm_bandwidth_bytes_per_s=memory.number("hbm_bandwidth_GB_per_s", positive=True) * GB,
-            peak_flops_per_s={k: dense.number(k, positive=True) * TFLOPS for k in dense.keys()},
+            hbm_capacity_bytes=memory.number("hbm_capacity_GB", positive=True,
+                                             maximum=MAX_HBM_GB) * GB,
+            hbm_bandwidth_bytes_per_s=memory.number("hbm_bandwidth_GB_per_s", positive=True,
+                                                    maximum=MAX_BANDWIDTH_GB_PER_S) * GB,
+            peak_flops_per_s={k: dense.number(k, positive=True, maximum=MAX_TFLOPS) * TFLOPS
+                              for k in dense.keys()},
             interconnect_name=read_display_name(link, "name", "interconnect"),
-            interconnect_bandwidth_bytes_per_s=link.number("bandwidth_GB_per_s", positive=True)
-            * GB,
-            interconnect_latency_s=link.number("latency_us", minimum=0.0) * US,
-            pcie_bandwidth_bytes_per_s=pcie.number("bandwidth_GB_per_s", positive=True) * GB,
-            sm_count=compute.integer("sm_count", 0),
+            interconnect_bandwidth_bytes_per_s=link.number(
+                "bandwidth_GB_per_s", positive=True, maximum=MAX_BANDWIDTH_GB_PER_S) * GB,
+            interconnect_latency_s=link.number("latency_us", minimum=0.0,
+                                               maximum=MAX_LATENCY_US) * US,
+            pcie_bandwidth_bytes_per_s=pcie.number("bandwidth_GB_per_s", positive=True,
+                                                   maximum=MAX_BANDWIDTH_GB_PER_S) * GB,
+            sm_count=compute.integer("sm_count", 0, maximum=MAX_SM_COUNT),
             achievable_flops_per_s=_achievable(compute, dense),
             allreduce_s=_allreduce(link.sub("allreduce_us", required=False)),
             mesh_links=link.integer("mesh_links", 0, maximum=MAX_MESH_LINKS),
@@ -440,9 +453,11 @@ def _node(f: Fields | None) -> Node | None:
     return Node(gpus=gpus,
                 scale_up_gpus=f.integer("scale_up_gpus", gpus, minimum=1, maximum=MAX_NODE_GPUS),
                 network_name=read_display_name(net, "name", "network"),
-                network_bandwidth_bytes_per_s=net.number("bandwidth_Gb_per_s", positive=True)
+                network_bandwidth_bytes_per_s=net.number(
+                    "bandwidth_Gb_per_s", positive=True, maximum=8 * MAX_BANDWIDTH_GB_PER_S)
                 * GBIT,
-                network_latency_s=net.number("latency_us", minimum=0.0) * US)
+                network_latency_s=net.number("latency_us", minimum=0.0,
+                                             maximum=MAX_LATENCY_US) * US)
 
 
 def _is_positive(x: object) -> bool:

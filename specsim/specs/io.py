@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
 # How an error names one spec of each kind.
 _SINGULAR = {"models": "model", "drafters": "drafter", "scenarios": "workload",
-             "engines": "engine", "published": "published file"}
+             "engines": "engine", "published": "published file",
+             "latency": "serving-latency file"}
 _FOLDERS = {
     "hardware": "hardware",
     "models": "workloads/models",
@@ -159,23 +161,34 @@ def resolve_path(kind: str, name: str) -> Path:
     An unknown slug is one line suggesting the closest built-in name and the command that lists
     them all (the full list would not fit on one line).
     """
+    singular = _SINGULAR.get(kind, kind)
+    # where the built-in names are listed (no command lists the few latency files: named)
+    listing = {"scenarios": "`specsim workloads list`", "published": "`specsim validate`",
+               "latency": ", ".join(builtin_names(kind)) or "none"
+               }.get(kind, f"`specsim {kind} list`")
+    hint = f"built-in: {listing}" if kind == "latency" else f"see {listing}"
+    if not name.strip():  # '' was the current folder ("is a folder"), not a name
+        raise SpecError(f"empty {singular} name: give a built-in one ({listing}) or a path "
+                        "to a YAML file")
     candidate = Path(name)
     path = None if candidate.suffix in (".yaml", ".yml") else _builtin_match(kind, name)
     if path is None and (candidate.suffix in (".yaml", ".yml") or probe(candidate, "exists")
                          or os.sep in name):
         shown = name if len(name) <= 60 else name[:57] + "..."
+        bare = {"published": "published", "latency": "serving-latency"}.get(kind, singular)
+        noun = f"{'an' if bare[0] in 'aeiou' else 'a'} {bare} YAML file"
         if probe(candidate, "is_dir"):
-            raise SpecError(f"{shown}: is a folder, not a {kind} YAML file")
+            raise SpecError(f"{shown}: is a folder, not {noun}")
+        if probe(candidate, "exists") and not probe(candidate, "is_file"):
+            raise SpecError(f"{shown}: not a regular file (a pipe, socket or device), not {noun}")
         if not probe(candidate, "is_file"):
-            raise SpecError(f"{shown}: no such {kind} file")
+            raise SpecError(f"{shown}: no such {bare} file")
         return candidate
     if path is None or not path.is_file():
-        listing = {"scenarios": "specsim workloads list", "published": "specsim validate"
-                   }.get(kind, f"specsim {kind} list")
         shown = name if len(name) <= 60 else name[:57] + "..."
-        raise SpecError(f"unknown {_SINGULAR.get(kind, kind)} {shown!r}"
+        raise SpecError(f"unknown {singular} {shown!r}"
                         f"{closest(name, builtin_names(kind))}; "
-                        f"see `{listing}`, or give a path to a YAML file")
+                        f"{hint}, or give a path to a YAML file")
     return path
 
 
@@ -210,10 +223,18 @@ def read_bytes(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) -
     if probe(path, "is_dir"):
         raise SpecError(f"{path}: is a folder, not a {what}")
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(limit + 1)
+        # O_NONBLOCK: opening a named pipe with no writer would wait for one forever
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as err:
         raise SpecError(f"{path}: cannot read ({err.strerror or err})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SpecError(f"{path}: not a regular file (a pipe, socket or device), not a "
+                            f"{what}")
+        try:
+            raw = handle.read(limit + 1)
+        except OSError as err:
+            raise SpecError(f"{path}: cannot read ({err.strerror or err})") from None
     if len(raw) > limit:
         raise SpecError(f"{path}: larger than {_size(limit)}; not a {what}")
     return raw
@@ -471,6 +492,8 @@ def read_yaml(path: Path, *, what: str = "YAML file") -> dict[str, Any]:
     """A YAML file holding a mapping, read by `parse_yaml` (refused unread past
     MAX_SPEC_BYTES); every problem is one SpecError line."""
     data = parse_yaml(read_text(path, what=what, limit=MAX_SPEC_BYTES), path)
+    if data is None:  # nothing but blanks and comments: 'got NoneType' said less
+        raise SpecError(f"{path}: is empty; expected a mapping of fields")
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     return data
@@ -695,7 +718,7 @@ class Fields:
             raise self.error(key, f"must be >= {minimum:g}, got {show(value)}")
         if maximum is not None and number > maximum:
             raise self.error(key, f"must be <= {maximum:g}, got {show(value)}")
-        return number
+        return number + 0.0  # -0.0 (a YAML '-0.0') prints as '-0' wherever it is shown
 
     def integer(self, key: str, default: int | None = None, *, minimum: int = 0,
                 maximum: int = MAX_INTEGER) -> int:

@@ -401,11 +401,55 @@ def model_from_file(spec: SpecFile, *, slug: str) -> Model:
     try:
         model = _build(f, spec, slug)
         f.check_unknown()
+        _check_consistent(f, model)
         return model
     except SpecError as err:
         message = str(err)
         raise SpecError(message if message.startswith(spec.path) else f"{spec.path}: {message}") \
             from None
+
+
+# Query heads' width (heads x head_dim) over the hidden size: 0.67x to 3x in every config read
+# so far (GLM-4.5-Air and MiMo-V2-Flash 3x); a spec past 16x either way has a head_dim or a
+# head count off by a unit or a digit (head_dim 1, hidden_size 1), not an architecture.
+MAX_QUERY_WIDTH_RATIO = 16.0
+
+
+def query_width_problem(heads: int, head_dim: int, hidden: int) -> str | None:
+    """Why `heads` x `head_dim` query channels cannot project from and back to `hidden`, or
+    None (the ratio bound above); the message names the three fields."""
+    ratio = heads * head_dim / hidden
+    if 1 / MAX_QUERY_WIDTH_RATIO <= ratio <= MAX_QUERY_WIDTH_RATIO:
+        return None
+    return (f"fields 'num_attention_heads' x 'head_dim' = {heads:,} x {head_dim:,} query "
+            f"channels are {ratio:.3g}x 'hidden_size' = {hidden:,} (published models: "
+            f"0.67x-3x; refused past {MAX_QUERY_WIDTH_RATIO:g}x either way)")
+
+
+def _check_consistent(f: Fields, model: Model) -> None:
+    """Numbers each in range that no model has together (one line naming the field): query
+    heads far wider or narrower than the hidden size, shared experts with a count but no width
+    (or a width but no count), linear-attention value heads that the key heads do not group,
+    more multi-token-prediction layers than the model has layers."""
+    problem = query_width_problem(model.num_attention_heads, model.head_dim, model.hidden_size)
+    if problem is not None:
+        raise SpecError(f"{model.path}: {problem}")
+    moe = model.moe
+    if moe is not None and (moe.num_shared_experts > 0) != (
+            moe.shared_expert_intermediate_size > 0):
+        given, missing = ("num_shared_experts", "shared_expert_intermediate_size") \
+            if moe.num_shared_experts else ("shared_expert_intermediate_size",
+                                            "num_shared_experts")
+        raise f.error(f"moe.{given}", f"= {getattr(moe, given):,} needs 'moe.{missing}' > 0: "
+                      "shared experts have a count and a width")
+    la = model.linear_attention
+    if la is not None and la.num_value_heads % la.num_key_heads:
+        raise f.error("linear_attention.num_value_heads",
+                      f"= {la.num_value_heads} is not a multiple of 'num_key_heads' = "
+                      f"{la.num_key_heads}: each key head serves a whole group of value heads")
+    if model.mtp_layers > model.num_layers:
+        raise f.error("mtp_layers", f"= {model.mtp_layers:,} exceeds num_layers = "
+                      f"{model.num_layers:,}: multi-token prediction adds a layer or a few")
 
 
 def _build(f: Fields, spec: SpecFile, slug: str) -> Model:

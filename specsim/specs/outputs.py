@@ -26,17 +26,25 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 def check_writable(path: Path, *, force: bool, suffixes: tuple[str, ...] = ()) -> None:
     """Refuse an output path that cannot or should not be written, before any work is done.
 
-    A folder, a path under an existing file, a name longer than the filesystem allows, or
-    (given `suffixes`) another extension is always refused; an existing file is refused unless
-    `force` (every command's --force). Whatever the OS says about the path is one SpecError.
+    A folder, a symbolic link, a pipe, socket or device (the rename that writes an output
+    would replace the node itself: as root, --force turned /dev/null into a file), a path
+    under an existing file, a name longer than the filesystem allows, or (given `suffixes`)
+    another extension is always refused; an existing file is refused unless `force` (every
+    command's --force). Whatever the OS says about the path is one SpecError.
     """
     if suffixes and path.suffix.lower() not in suffixes:
         raise SpecError(f"{path}: output must end in {', '.join(suffixes)} "
                         f"(got {path.suffix or 'no suffix'!r})")
     try:
         check_name_lengths(path)
+        if path.is_symlink():  # replaced by the rename, the file it points to left as it was
+            raise SpecError(f"{path}: is a symbolic link; give the file it points to (an "
+                            "output is written to a new file and renamed over the name)")
         if path.is_dir():
             raise SpecError(f"{path}: is a folder; give a file name")
+        if path.exists() and not path.is_file():  # --force renamed a file over /dev/null
+            raise SpecError(f"{path}: not a regular file (a pipe, socket or device); give a "
+                            "file name")
         for parent in path.parents:
             if parent.exists():
                 if not parent.is_dir():

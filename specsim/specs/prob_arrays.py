@@ -124,6 +124,9 @@ def _read_npz(path: Path) -> dict[str, npt.NDArray[np.generic]]:
     try:
         if path.is_dir():
             raise SpecError(f"{path}: is a folder, not a numpy .npz file")
+        if path.exists() and not path.is_file():  # a named pipe would block the zip reader
+            raise SpecError(f"{path}: not a regular file (a pipe, socket or device), not a "
+                            "numpy .npz file")
         _npz_sizes(path, MAX_NPZ_BYTES)
         with np.load(path, allow_pickle=False) as data:
             return {name: np.asarray(data[name]) for name in data.files}

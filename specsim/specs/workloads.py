@@ -45,7 +45,7 @@ from specsim.specs.acceptance import (
     alpha_from_tau,
     rank_acceptance_geometric,
 )
-from specsim.specs.defaults import MAX_CONTEXT_TOKENS
+from specsim.specs.defaults import MAX_CONTEXT_TOKENS, MAX_TREE_NODES
 from specsim.specs.io import Fields, read_spec_file, resolve_path, show
 from specsim.specs.names import (
     display_name_problem,
@@ -77,7 +77,9 @@ def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
     """Parse an acceptance block (see the module docstring)."""
     source = f"{where}: {f.string('source')}"
     if f.has("tau"):
-        tau, gamma = f.number("tau", minimum=1.0), f.integer("gamma", minimum=1)
+        # a chain measured past the longest one any command drafts (MAX_TREE_NODES) is a typo
+        tau = f.number("tau", minimum=1.0)
+        gamma = f.integer("gamma", minimum=1, maximum=MAX_TREE_NODES)
         try:
             alphas: list[float] = [float(alpha_from_tau(tau, gamma))]
         except SpecError:
@@ -89,7 +91,7 @@ def acceptance_profile(f: Fields, where: str) -> AcceptanceProfile:
     try:
         return AcceptanceProfile(
             position_alphas=tuple(alphas), rank_acceptance=tuple(ranks), source=source,
-            measured_positions=f.integer("gamma") if f.has("tau") else len(alphas),
+            measured_positions=gamma if f.has("tau") else len(alphas),
             ranks_from_chain=not f.has("ranks"),
             measured_on=f.choice("measured_on", ("chain", "tree", "proxy"), "chain")
             if f.has("measured_on") else "chain",

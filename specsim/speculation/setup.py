@@ -70,15 +70,7 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
     """
     if drafter is None and draft_cost is None:
         drafter = default_drafter(model)
-    target = load_model(model) if model else None
-    draft = load_drafter(drafter, target=target) if drafter else None
-    notes: tuple[str, ...] = ()
-    if draft is not None and target is not None:
-        note = check_compatible(load_drafter(drafter).target, draft,  # type: ignore[arg-type]
-                                target, drafter)
-        notes = (note,) if note else ()
-    if target is None:
-        target = draft.target if draft else load_model(DEFAULT_MODEL)
+    target, draft, notes = load_target_and_drafter(model, drafter)
     check_tensor_parallel(target, tp)
     check_number(draft_cost, "draft_cost", low=0.0, high=MAX_DRAFT_COST)
     check_number(alpha, "alpha", low=0.0, high=1.0)
@@ -98,6 +90,24 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
                   context=context, tp=tp, draft_cost=draft_cost,
                   precision=precision or Precision(), engine=timing, ep=ep, notes=notes)
     return setup, profile
+
+
+def load_target_and_drafter(model: str | None, drafter: str | None
+                            ) -> tuple[Model, Drafter | None, tuple[str, ...]]:
+    """The target and the drafter a question names, the drafter checked against the target
+    (`check_compatible`: one made for another model is refused, a variant of its own target
+    noted). model: default the drafter's own target, else DEFAULT_MODEL (None: not given; ''
+    is refused as a name)."""
+    target = load_model(model) if model is not None else None
+    draft = load_drafter(drafter, target=target) if drafter is not None else None
+    notes: tuple[str, ...] = ()
+    if draft is not None and target is not None:
+        note = check_compatible(load_drafter(drafter).target, draft,  # type: ignore[arg-type]
+                                target, drafter)
+        notes = (note,) if note else ()
+    if target is None:
+        target = draft.target if draft else load_model(DEFAULT_MODEL)
+    return target, draft, notes
 
 
 def default_drafter(model: str | None) -> str | None:
