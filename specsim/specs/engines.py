@@ -387,9 +387,9 @@ def _first_difference(mine: object, theirs: object, where: str) -> str:
     differ as a whole: another type, length or scalar)."""
     if isinstance(mine, dict) and isinstance(theirs, dict):
         for key in [*mine, *(k for k in theirs if k not in mine)]:
-            if key not in mine or key not in theirs or mine[key] != theirs[key]:
-                if key not in mine or key not in theirs:
-                    return f"{where}.{key}"
+            if key not in mine or key not in theirs:
+                return f"{where}.{key}"
+            if mine[key] != theirs[key]:
                 return _first_difference(mine[key], theirs[key], f"{where}.{key}")
     return where
 

@@ -205,16 +205,8 @@ def graph_kernel_s(engine: Engine) -> float:
     return 0.0 if engine.eager else engine.kernel_s
 
 
-def draft_s(engine: Engine, kernel_s: ArrayLike, passes: ArrayLike, kernels_per_pass: float,
-            batch: ArrayLike = 0.0) -> FloatArray:
-    """Seconds of a round's drafting: `passes` sequential drafter passes over `batch`
-    requests."""
-    return _draft_s(engine, np.asarray(kernel_s, dtype=np.float64), passes, kernels_per_pass,
-                    batch)
-
-
 def _draft_s(engine: Engine, gpu: FloatArray, passes: ArrayLike,
-             kernels_per_pass: float | FloatArray, batch: ArrayLike = 0.0) -> FloatArray:
+             kernels_per_pass: float | FloatArray, batch: ArrayLike) -> FloatArray:
     """Seconds of `passes` sequential drafter passes over `batch` requests whose kernels take
     `gpu` achieved seconds."""
     p = np.asarray(passes, dtype=np.float64)
