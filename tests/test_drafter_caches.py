@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specsim.cli import app
+from specsim.specs.cache import kv_layout
 from specsim.specs.drafters import load_drafter
 from specsim.specs.hardware import load_hardware
 from specsim.specs.models import load_model
@@ -41,6 +42,36 @@ def test_dflash_cache_crosses_the_weights_at_24_and_an_h100_at_119() -> None:
     assert float(weights) == pytest.approx(8.19e9 * 2 / 671_088_640, rel=0.01)
     assert round(float(weights)) == 24 and round(float(hbm)) == 119
     assert crossover_requests(0.0, 80e9) == np.inf  # a drafter that keeps nothing never does
+
+
+# The published DFlash drafter for Qwen3.5-397B-A17B (z-lab / modal-labs), as its config reads
+# in a converter's test of that checkpoint (xynexus/hipfire@756576f tests/test_induct_model.py:
+# "the published 397B pair is 32x2x256 vs 32x8x128"): 6 layers, 32 heads, 8 KV heads of 128,
+# block 16, 8 fused target layers. Its MLP width was not read and does not enter its cache.
+DFLASH_QWEN35_397B = ("family: dflash\ntarget: qwen3.5-397b-a17b\nlayers: 6\nhidden_size: 4096\n"
+                      "num_attention_heads: 32\nnum_kv_heads: 8\nhead_dim: 128\n"
+                      "fused_target_layers: 8\nblock_size: 16\n")
+
+
+def test_dflash_drafter_inflates_qwen35_397b_cache_by_the_articles_1_8x(tmp_path: Path) -> None:
+    """The article: Qwen3.5-397B-A17B keeps K/V only in its few full-attention layers, so a
+    DFlash drafter's cache inflates the total by 1.8x. By hand (bf16): the target's 15 of 60
+    layers x 2 (K, V) x 2 KV heads x 256 x 2 B = 30,720 B per token; the drafter's 6 x 2 x 8 x
+    128 x 2 B = 24,576 B; (30,720 + 24,576) / 30,720 = 1.8 exactly. The 45 gated-delta layers
+    keep a fixed state instead (fp32 64 x 128 x 128 plus a bf16 conv window of (2 x 16 x 128 +
+    64 x 128) x 3, 192,061,440 B a request), so at 32k the total is 1.67x and tends to 1.8x as
+    the context grows."""
+    drafter = load_drafter(str(_spec(tmp_path, DFLASH_QWEN35_397B)))
+    target = kv_layout(load_model("qwen3.5-397b-a17b"))
+    own, theirs = drafter.cache_layout().bytes_per_token, target.bytes_per_token
+    assert (own, theirs) == (6 * 2 * 8 * 128 * 2, 15 * 2 * 2 * 256 * 2) == (24_576, 30_720)
+    assert (own + theirs) / theirs == 1.8
+    state = 45 * (64 * 128 * 128 * 4 + (2 * 16 * 128 + 64 * 128) * 3 * 2)
+    assert target.fixed_bytes_per_request == state == 192_061_440
+    at_32k = (30_720 * 32768 + state + 24_576 * 32768) / (30_720 * 32768 + state)
+    total = target.bytes_per_request(32768) + drafter.cache_layout().bytes_per_request(32768)
+    assert float(total / target.bytes_per_request(32768)) == pytest.approx(at_32k, rel=1e-12)
+    assert round(at_32k, 2) == 1.67
 
 
 def test_sparse_copy_keeps_its_budget_whatever_the_context() -> None:
