@@ -844,11 +844,11 @@ def _recommend_case(rng: random.Random, i: int) -> Case:
                     args=(*REC, "--ranks", name), files={name: data}, expect=expect,
                     needle=name)
     if choice == 1:
-        out = rng.choice(["taken.json", "folder", "afile/t.json", "t.png"])
+        out = rng.choice(["taken.json", "folder", "afile/t.json", "t.png", "t.json", "sub/"])
         return Case(kind="cmd:recommend", label=f"tree-out:{out}",
                     args=(*REC, "--tree-out", out),
                     files={"taken.json": b"{}", "afile": b"x"}, folders=("folder",),
-                    expect=VALID if out == "t.png" else INVALID, needle=out)
+                    expect=VALID if out == "t.json" else INVALID, needle=out.rstrip("/"))
     value = rng.choice(["0", "-1", "1000000", "x", "nan"])
     return Case(kind="cmd:recommend", label=f"max-depth={value}",
                 args=(*REC, "--max-depth", value), needle="--max-depth")

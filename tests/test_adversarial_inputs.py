@@ -605,6 +605,17 @@ CASES4 += [_case(f"hardware-{label}", "roofline", "--hardware", "h.yaml", "--tok
                ("latency-1e18-us", {"interconnect__latency_us": 1e18},
                 "interconnect.latency_us"),
                ("sm-count-1e9", {"compute__sm_count": 10**9}, "compute.sm_count"))]
+# left over from the fourth campaign: '--tree-out sub/' wrote a file named 'sub' (the slash is
+# gone once the text is a path), 'bench fit --out' took any name, and a ranks file of one word
+# was "ranks list is empty"
+CASES4 += [
+    _case("tree-out-folder-slash", *REC, "--tree-out", "sub/",
+          needle="sub: output must end in .json"),
+    _case("bench-fit-out-suffix", "bench", "fit", ".", "--results", ".", "--out", "engine",
+          needle="must end in .yaml"),
+    _case("ranks-one-word", *REC, "--ranks", "r.txt", files={"r.txt": b"hello\n"},
+          needle="r.txt: no numbers, only 'hello'"),
+]
 
 
 @pytest.mark.parametrize("case", CASES4, ids=[c.label for c in CASES4])

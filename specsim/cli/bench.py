@@ -107,7 +107,7 @@ def bench_fit(
     from specsim.measurement.bench import PLAN_FILE, engine_yaml, fit_bench, read_bench_plan
     from specsim.specs.outputs import check_writable, write_yaml
 
-    check_writable(out, force=force)
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
     plan = read_bench_plan(plan_dir / PLAN_FILE)
     fit = fit_bench(plan, results)
     rows = [{"point": p.id, "concurrency": p.concurrency, "draft_tokens": p.draft_tokens,

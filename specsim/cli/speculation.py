@@ -183,7 +183,8 @@ def recommend(
     compute_dtype: ComputeDtypeOpt = "bf16",
     engine: EngineOpt = DEFAULT_ENGINE,
     tree_out: Annotated[Path | None, typer.Option(
-        help="Write the recommended trees as JSON (parent, depth, rank of every node, tau).")]
+        help="Write the recommended trees to this .json file (parent, depth, rank of every "
+             "node, tau).")]
     = None,
     configs_out: Annotated[Path | None, typer.Option(
         help="Write the files the engine commands read (TensorRT-LLM's extra-options YAML) "
@@ -223,7 +224,7 @@ def recommend(
     from specsim.speculation.setup import load_setup
 
     if tree_out is not None:
-        check_writable(tree_out, force=force)
+        check_writable(tree_out, force=force, suffixes=(".json",))
     if configs_out is not None:
         check_files_folder(configs_out, option="--configs-out")
     setup, profile = load_setup(

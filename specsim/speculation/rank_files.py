@@ -112,6 +112,10 @@ def _csv(text: str, where: str) -> list[float]:
             shown = token if len(token) <= 40 else token[:37] + "..."
             raise SpecError(f"{where}: entry {j} = {shown!r} is not a number")
         values.append(float(token))
+    if not values and text:  # a name or a header line and nothing after it
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise SpecError(f"{where}: no numbers, only {shown!r}; give the acceptance of each "
+                        "rank (e.g. 0.62, 0.14, 0.06)")
     return values
 
 
