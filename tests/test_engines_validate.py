@@ -964,6 +964,29 @@ def test_the_validate_figure_panels_are_error_summary_groups() -> None:
     assert groups["panel=speedup"].median_abs_error == pytest.approx(by_hand)
 
 
+def test_a_signed_error_points_the_way_of_speed_for_times_and_rates(write_yaml: Any) -> None:
+    """A time per token predicted at half the measured one and a rate predicted 1.5x the
+    measured one are both too fast: their errors (predicted / measured - 1) are -50% and +50%,
+    their errors in the direction of speed +100% (10 / 5 - 1) and +50%, so the group's signed
+    median is +75%, not 0; its absolute median stays 50%."""
+    from specsim.measurement.published import load_published
+    from specsim.measurement.validate import Validation, error_summary
+
+    row = {"id": "t", "source": "s", "model": "llama-3.1-8b", "hardware": "h100-sxm",
+           "engine": "vllm", "batch": 1, "benchmark": "batch", "dataset": "random",
+           "method": "plain", "shape": "chain", "tpot_ms": 10.0}
+    rate = {**row, "id": "r", "tpot_ms": None, "baseline_tokens_per_s": 100.0}
+    rows = load_published([str(write_yaml("signed.yaml", {"rows": [row, rate]}))])
+    time_row = Validation(row=rows[0], metric="plain_tpot_ms", measured=10.0, predicted=5.0)
+    rate_row = Validation(row=rows[1], metric="plain_tokens_per_s", measured=100.0,
+                          predicted=150.0)
+    assert (time_row.error, time_row.speed_error) == (-0.5, 1.0)
+    assert (rate_row.error, rate_row.speed_error) == (0.5, 0.5)
+    everything = error_summary([time_row, rate_row], keys=())[0]
+    assert everything.median_abs_error == pytest.approx(0.5)
+    assert everything.median_signed_error == pytest.approx(0.75)
+
+
 def test_a_concurrency_row_prefills_the_arriving_prompts_by_hand(write_yaml: Any) -> None:
     """At C = 16 users with 1,024-token prompts and 512-token outputs a request finishes every
     512 steps and one arrives: 1024 / 512 = 2 prompt tokens per request ride in each step

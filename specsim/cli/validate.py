@@ -142,10 +142,15 @@ def validate(
                       "latency": lat_rows, "latency_summary": lat_summary}))
     else:
         echo("engine: each row's own (published `engine`); tau held at the published value; "
-             "fitted engine terms refitted on the other sources (held out); metric: speedup, "
-             "tokens_per_s with speculation, or plain_tokens_per_s")
+             "fitted engine terms refitted on the other sources (held out); metric: what the "
+             "row measured (a speedup, a speedup over another setting or over the sweep's "
+             "first batch, tokens/s or time per output token, with or without speculation); "
+             "error_pct: predicted / measured - 1")
         echo(to_table(rows))
-        echo("\n" + to_table(summary))
+        echo("\nmedian_signed_error_pct: in the direction of speed, positive where specsim "
+             "predicts faster than measured (a time per token too short counts as a rate too "
+             "high)")
+        echo(to_table(summary))
         wrong = [r for r in rows if r["wrong_sign"]]
         echo(f"\nwrong sign ({len(wrong)}): " + ("; ".join(
             f"{r['id']} measured {r['measured']:g}x, predicted {r['predicted']:g}x"

@@ -63,6 +63,8 @@ METRICS = ("speedup", "tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms", "sp
            "relative_speedup", "speedup_versus")
 # Absolute rates (a plain step's or a round's time), against ratios of two times (speedups).
 ABSOLUTE = ("tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms", "spec_tpot_ms")
+# The metrics that are times per token (lower is faster); the others are rates or speedups.
+TIME_METRICS = ("plain_tpot_ms", "spec_tpot_ms")
 # relative_speedup: a batch-sweep row without tau, its speedup over that of the sweep's
 # reference row (same setting, another batch); tau cancels, the trend with batch is tested.
 # speedup_versus: a row's tokens/s over another speculative setting's at the same batch (both
@@ -267,6 +269,19 @@ class Validation:
         """Signed relative error of the prediction (predicted / measured - 1)."""
         if self.predicted is None or self.measured is None:
             return None
+        return self.predicted / self.measured - 1.0
+
+    @property
+    def speed_error(self) -> float | None:
+        """The signed error in the direction of speed, positive where the prediction runs
+        faster than measured (more tokens/s, a larger speedup, a shorter time per token):
+        `error` for rates and speedups, measured / predicted - 1 for times per token. A group's
+        signed median needs it: a time per token predicted too short and a rate predicted too
+        high are the same mistake, which `error` gives opposite signs."""
+        if self.predicted is None or self.measured is None:
+            return None
+        if self.metric in TIME_METRICS:
+            return self.measured / self.predicted - 1.0
         return self.predicted / self.measured - 1.0
 
     @property
@@ -691,8 +706,8 @@ class GroupError:
 
     group: str
     rows: int
-    median_abs_error: float
-    median_signed_error: float
+    median_abs_error: float  # of the rows' `error`
+    median_signed_error: float  # of their `speed_error`: positive = predicted faster
     wrong_sign: int  # speedup rows predicted on the other side of 1 than measured
 
 
@@ -732,9 +747,10 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
         if not members:  # no row predicted (a file of rows without tau): no median to take
             continue
         errors = np.array([v.error for v in members], dtype=np.float64)
+        faster = np.array([v.speed_error for v in members], dtype=np.float64)
         out.append(GroupError(
             group=name, rows=len(members), median_abs_error=float(np.median(np.abs(errors))),
-            median_signed_error=float(np.median(errors)),
+            median_signed_error=float(np.median(faster)),
             wrong_sign=sum(v.wrong_sign for v in members)))
     return out
 
