@@ -190,3 +190,49 @@ def test_sglang_builds_any_block_up_to_the_drafters(nodes: int, shape: str,
     assert block == 15  # block_size 16: the anchor and 15 drafted tokens
     choice = _choice(8, nodes, nodes if shape == "chain" else 3, 1 if shape == "chain" else 2)
     assert SGLANG.builds_setting(setup.drafter, choice, block) is builds
+
+
+# ------------------------------------------------------------------ data parallelism (vLLM)
+
+
+def _vllm_command(config: dict[str, object], cap: int) -> EngineCommand:
+    argv = ("vllm", "serve", "moonshotai/Kimi-K2-Instruct", "--speculative-config",
+            json.dumps(config, separators=(",", ":")), "--tensor-parallel-size", "8",
+            "--max-num-seqs", str(cap))
+    return EngineCommand(engine="vllm", version="0.33.0", argv=argv, batches=(cap,),
+                         batch_range=(1, cap))
+
+
+@pytest.mark.parametrize("cap, spec", [
+    # the cap's range runs k = 2: the schedule goes, num_speculative_tokens states the 2
+    (256, ["--speculative-config",
+           '{"method":"eagle3","model":"AQ-MedAI/Kimi-K2-Instruct-eagle3",'
+           '"num_speculative_tokens":2}']),
+    # the cap's range runs no speculation: the whole flag goes
+    (300, [])])
+def test_vllm_data_parallel_drops_the_per_batch_schedule(cap: int, spec: list[str]) -> None:
+    """vLLM 0.33.0 sets num_speculative_tokens_per_batch_size to None when
+    --data-parallel-size > 1 (vllm/config/vllm.py:1110-1127, a warning, not an error) and runs
+    num_speculative_tokens at every batch: a data-parallel command (EP 16 over TP 8: DP 2)
+    states the chain of its batch cap instead; without data parallelism the schedule stays."""
+    from specsim.engines.parallel import parallel_commands
+    vllm = adapter("vllm")
+    config = {"method": "eagle3", "model": "AQ-MedAI/Kimi-K2-Instruct-eagle3",
+              "num_speculative_tokens": 3,
+              "num_speculative_tokens_per_batch_size": [[1, 141, 3], [142, 256, 2],
+                                                        [257, 300, 0]]}
+    command = _vllm_command(config, cap)
+    tail = ("--max-num-seqs", str(cap))
+    got = parallel_commands(vllm, command, tp=8, ep=16, gpus_per_node=8, tail=tail)
+    layout = ["--tensor-parallel-size", "8", "--data-parallel-size", "2",
+              "--enable-expert-parallel", "--nnodes", "2"]
+    assert [list(c.argv) for c in got] == [
+        ["vllm", "serve", "moonshotai/Kimi-K2-Instruct", *spec, *layout,
+         "--node-rank", "0", "--master-addr", "HEAD_IP", "--max-num-seqs", str(cap)],
+        ["vllm", "serve", "moonshotai/Kimi-K2-Instruct", *spec, *layout,
+         "--node-rank", "1", "--master-addr", "HEAD_IP", "--headless", "--max-num-seqs",
+         str(cap)]]
+    # EP 8 over TP 8: no data parallelism, the schedule is honoured and kept as it was
+    same = parallel_commands(vllm, command, tp=8, ep=8, gpus_per_node=8, tail=tail)
+    assert [list(c.argv) for c in same] == [
+        [*command.argv[:7], "--enable-expert-parallel", *tail]]

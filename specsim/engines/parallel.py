@@ -26,6 +26,7 @@ of several GPUs beside a wider expert group.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from specsim.engines.base import EngineAdapter, EngineCommand
@@ -64,6 +65,25 @@ def _layout_flags(rules: dict[str, Any], tp_flag: str, argv: list[str], tp: int,
     return out
 
 
+def _without_schedule(argv: list[str], flag: str, key: str, cap: int) -> list[str]:
+    """`argv` whose JSON value of `flag` holds no per-batch schedule `key` ([[first, last, k],
+    ...]): an engine that drops it with data parallelism (vLLM 0.33.0) would run the longest
+    chain at every batch, so the command states the chain of its batch cap instead (none where
+    that is 0: the speculative flag goes)."""
+    if flag not in argv:
+        return argv
+    i = argv.index(flag)
+    config = json.loads(argv[i + 1])
+    schedule = config.pop(key, None)
+    if not schedule:
+        return argv
+    k = next((entry[2] for entry in schedule if entry[0] <= cap <= entry[1]), schedule[-1][2])
+    if k == 0:
+        return [*argv[:i], *argv[i + 2:]]
+    config["num_speculative_tokens"] = k
+    return [*argv[:i + 1], json.dumps(config, separators=(",", ":")), *argv[i + 2:]]
+
+
 def _with_value(argv: list[str], flag: str, value: int) -> list[str]:
     """`argv` with `flag` set to `value` (replaced where present, appended where not)."""
     if flag in argv:
@@ -94,6 +114,9 @@ def parallel_commands(engine: EngineAdapter, command: EngineCommand, *, tp: int,
         return [engine.refuse(flags)]
     if rules.get("batch_cap_counts") == "replica" and ep > tp:  # the cap counts every group
         tail = (*tail[:-1], str(int(tail[-1]) * (ep // tp)))
+    if rules.get("data_parallel_drops") and rules.get("tp_spans") == "group" and ep > tp:
+        flags = _without_schedule(flags, str(engine.args.rules.get("flag", "")),
+                                  str(rules["data_parallel_drops"]), int(tail[-1]))
     if nodes == 1:
         return [dataclasses.replace(command, argv=(*flags, *tail))]
     if "launcher" in rules:  # one MPI world over the nodes, started once
