@@ -576,3 +576,37 @@ def test_one_replica_is_singular() -> None:
     from specsim.present.report_answer import _replicas
 
     assert (_replicas(1), _replicas(2)) == ("1 replica", "2 replicas")
+
+
+def test_the_answer_states_the_error_of_decode_rates_like_its_own(tmp_path: Path) -> None:
+    """An MoE model on an AMD GPU: the answer quotes the published decode rates of MoE models
+    on AMD GPUs, their median error in the direction of speed recomputed here by hand from
+    validate's rows (a time per token inverted: measured / predicted - 1), and warns that the
+    GPU count may be low when specsim runs faster than they were measured."""
+    from specsim.measurement.published import load_published
+    from specsim.measurement.validate import validate
+    from specsim.present.report_answer import answer_text
+
+    plan = make_plan(hardware="mi300x", model="gpt-oss-20b", drafters=[], engine="vllm",
+                     workload="chat", tps=(1,))
+    assert plan.rate_error is not None and plan.rate_error.group == "rates=AMD, MoE"
+    by_hand = []
+    for v in validate(load_published()):
+        if v.predicted is None or v.measured is None or v.metric not in (
+                "tokens_per_s", "plain_tokens_per_s", "plain_tpot_ms", "spec_tpot_ms"):
+            continue
+        if load_hardware(v.row.hardware).vendor != "AMD" or load_model(v.row.model).moe is None:
+            continue
+        by_hand.append(v.measured / v.predicted - 1.0 if v.metric.endswith("tpot_ms")
+                       else v.predicted / v.measured - 1.0)
+    assert plan.rate_error.rows == len(by_hand) > 0
+    assert plan.rate_error.median_signed_error == pytest.approx(float(np.median(by_hand)))
+    signed = 100 * plan.rate_error.median_signed_error
+    assert signed > 10  # published: DeepSeek and gpt-oss on MI300X run far slower
+    assert (f"Published decode rates of MoE models on AMD GPUs ({len(by_hand)} rows, "
+            f"`specsim validate`) come out {signed:.0f}% faster than measured in median: the "
+            "GPU count above may be that much too low.") in answer_text(plan)
+    write_report(plan, tmp_path, force=True)
+    groups = [r["published decode rates"]
+              for r in csv.DictReader((tmp_path / "validate-rates.csv").open())]
+    assert groups == ["AMD, MoE", "AMD, dense", "NVIDIA, MoE", "NVIDIA, dense"]

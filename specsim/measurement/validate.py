@@ -712,7 +712,7 @@ class GroupError:
 
 
 GROUP_KEYS: tuple[str, ...] = ("kind", "batch", "engine", "vendor", "moe", "benchmark",
-                               "with tau", "family", "metric", "weights")
+                               "with tau", "family", "metric", "weights", "rates")
 BATCH_GROUPS = ((1, "1"), (15, "2-15"))  # a row's batch group: the first whose bound it is
 # within, else ">=16" (batch 1 is latency-bound; 2-15 the small batches; >= 16 served batches)
 
@@ -722,10 +722,17 @@ def batch_group(batch: int) -> str:
     return next((name for bound, name in BATCH_GROUPS if batch <= bound), ">=16")
 
 
+def rates_group(vendor: str, moe: bool) -> str:
+    """The `rates` group of an absolute decode rate: its GPU's vendor and its model's kind,
+    e.g. 'AMD, MoE' (the plan states the error of the group its own setup falls in)."""
+    return f"{vendor}, {'MoE' if moe else 'dense'}"
+
+
 def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
                   ) -> list[GroupError]:
     """Median errors of the predicted rows: all first, then per value of each key in `keys`
-    (group names 'key=value')."""
+    (group names 'key=value'; `rates`: the absolute decode rates per GPU vendor and dense /
+    MoE model, `rates_group`)."""
     done = [v for v in results if v.predicted is not None]
     key_of: dict[str, Callable[[Validation], str]] = {
         "with tau": lambda v: str(v.row.tau is not None).lower(),
@@ -736,11 +743,13 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
         "benchmark": lambda v: v.row.benchmark,
         "weights": lambda v: _weights(v.row),
         "moe": lambda v: str(_is_moe(v.row.model)).lower(),
-        "panel": lambda v: PANELS[v.metric]}
+        "panel": lambda v: PANELS[v.metric],
+        "rates": lambda v: rates_group(_builtin_hardware(v.row.hardware).vendor,
+                                       _is_moe(v.row.model)) if v.metric in ABSOLUTE else ""}
     groups: list[tuple[str, list[Validation]]] = [("all", done)]
     for label in keys:
         key = key_of[label]
-        for value in sorted({key(v) for v in done}):
+        for value in sorted({key(v) for v in done} - {""}):  # "": in no group of the key
             groups.append((f"{label}={value}", [v for v in done if key(v) == value]))
     out = []
     for name, members in groups:
@@ -757,7 +766,8 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
 
 @functools.cache
 def held_out_summary() -> tuple[GroupError, ...]:
-    """`error_summary` of every built-in published row, overall and per drafter family.
+    """`error_summary` of every built-in published row, overall, per drafter family, and
+    of the absolute decode rates per GPU vendor and dense / MoE model (`rates_group`).
 
     The leave-one-source-out fits take seconds, so the summary is computed once per process
     and kept on disk (`cache_dir`) under `source_digest()`: the digest of every file of the
@@ -772,7 +782,7 @@ def held_out_summary() -> tuple[GroupError, ...]:
     cached = _read_summary(path)
     if cached is not None:
         return cached
-    summary = tuple(error_summary(validate(load_published()), keys=("family",)))
+    summary = tuple(error_summary(validate(load_published()), keys=("family", "rates")))
     _write_summary(path, summary)
     return summary
 

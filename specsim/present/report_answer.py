@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from specsim.present.document import Row, without_checkout
-from specsim.present.report_assumptions import validate_rows
+from specsim.present.report_assumptions import rate_sentence, validate_rows
 from specsim.present.report_commands import file_comments
 from specsim.present.report_speculation import acceptance_text
 from specsim.serving.capacity import Setting
@@ -100,6 +100,8 @@ def answer_text(plan: Plan) -> str:
     part = next((d for d in plan.drafters if d.name == s.drafter), None)
     if s.nodes and part is not None and part.profile is not None:
         text += " " + acceptance_sentence(part)
+    if rates := rate_sentence(plan):
+        text += " " + rates
     engine = plan.engine_spec
     if engine is not None and engine.base:
         text += (f" Engine terms: calibrated on your own measurements ({engine.name}, "

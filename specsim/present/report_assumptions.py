@@ -22,7 +22,42 @@ from specsim.specs.engines import Engine
 def validate_rows(plan: Plan) -> list[Row]:
     """`specsim validate`'s held-out error, all rows first, then per drafter family."""
     return [{"group": g.group.removeprefix("family="), "rows": g.rows,
-             "median abs error (%)": 100 * g.median_abs_error} for g in plan.validation]
+             "median abs error (%)": 100 * g.median_abs_error} for g in plan.validation
+            if g.group == "all" or g.group.startswith("family=")]
+
+
+RATES = "rates="  # `specsim validate`'s groups of absolute decode rates (validate.rates_group)
+
+
+def rate_rows(plan: Plan) -> list[Row]:
+    """`specsim validate`'s error on published absolute decode rates, per GPU vendor and
+    dense / MoE model; the signed median positive where specsim predicts faster."""
+    return [{"published decode rates": g.group.removeprefix(RATES), "rows": g.rows,
+             "median, predicted over measured speed, less 1 (%)": 100 * g.median_signed_error}
+            for g in plan.validation if g.group.startswith(RATES)]
+
+
+def rate_sentence(plan: Plan) -> str:
+    """What published decode rates like this setup's say of the plan's absolute numbers (its
+    GPU count rests on them): one sentence, or "" where none is published."""
+    g = plan.rate_error
+    if g is None:
+        return ""
+    kind = "MoE" if plan.model.moe is not None else "dense"
+    signed = 100 * g.median_signed_error
+    way = "faster" if signed > 0 else "slower"
+    text = (f"Published decode rates of {kind} models on {plan.hardware.vendor} GPUs "
+            f"({g.rows} rows, `specsim validate`) come out {abs(signed):.0f}% {way} than "
+            "measured in median")
+    if signed >= SIGNIFICANT_SIGNED_PCT:
+        return text + ": the GPU count above may be that much too low."
+    if signed <= -SIGNIFICANT_SIGNED_PCT:
+        return text + ": the GPU count above may be that much too high."
+    return text + "."
+
+
+# A signed median of decode-rate errors from which the answer warns about its GPU count.
+SIGNIFICANT_SIGNED_PCT = 10.0
 
 
 def section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
@@ -62,6 +97,13 @@ def section_assumptions(plan: Plan, add: Callable[..., None]) -> None:
     add("p", "Measured error of the round-time model: `specsim validate` against published "
         "speedups, engine terms fitted on the other sources (held out):")
     add("table", rows=err_rows, csv="validate.csv")
+    if rates := rate_rows(plan):
+        add("p", "Measured error of the absolute decode rates the GPU count rests on: "
+            "published tokens/s and times per output token (plain decoding, and a few with "
+            "speculation), by GPU vendor and model kind (`specsim validate`, never fitted on; "
+            "positive where specsim predicts faster than measured, a time per token too "
+            "short counting as a rate too high):")
+        add("table", rows=rates, csv="validate-rates.csv")
     cal = [{"profile": slug, "calibration": hw.sources.get("efficiency.pass_overhead_s", "")}
            for slug, hw in plan.calibrated]
     if cal:

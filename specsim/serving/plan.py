@@ -31,7 +31,7 @@ from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.forward.cost import check_layout
 from specsim.forward.memory import serving_memory
-from specsim.measurement.validate import GroupError, held_out_summary
+from specsim.measurement.validate import GroupError, held_out_summary, rates_group
 from specsim.serving.capacity import (
     BATCH_GRID,
     TP_DEGREES,
@@ -163,8 +163,12 @@ class Plan:
     policy_drafter: str
     notes: list[str] = field(default_factory=list)
     # `specsim validate`'s held-out error of the round-time model, all rows first, then per
-    # drafter family (the same for every plan; computed once per process).
+    # drafter family, then of the absolute decode rates per GPU vendor and dense / MoE model
+    # (the same for every plan; computed once per process).
     validation: tuple[GroupError, ...] = ()
+    # The decode-rate group this plan's own setup falls in (its GPU's vendor, its model's
+    # kind; `validate.rates_group`), where published rows exist: its GPU count rests on it.
+    rate_error: GroupError | None = None
     # What the report shows of the plan, computed here (the report only renders): T(n) at the
     # answer's TP, memory against context (MEMORY_CONTEXTS, `memory_by_context`), the Pareto
     # front, the engines that run `best` and `best_plain`, the commands of the answer, the
@@ -448,7 +452,9 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
                 target_tokens_per_s=demand.rate_tokens_per_s, demand=demand, slo=bounds,
                 best=best, best_plain=best_plain, best_speculative=drafting,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
-                validation=held_out_summary(), disaggregated=split)
+                validation=(summary := held_out_summary()), disaggregated=split,
+                rate_error=next((g for g in summary if g.group == "rates=" + rates_group(
+                    hw.vendor, target.moe is not None)), None))
     answer = best or best_plain
     tn = tn_table(target, hw, base.engine, tp=answer.tp if answer else 1)
     return dataclasses.replace(
