@@ -493,3 +493,44 @@ def test_recommend_writes_the_files_its_commands_read(tmp_path: Path) -> None:
     not_a_folder.write_text("x")
     bad = run(*args, "--configs-out", str(not_a_folder))
     assert bad.returncode == 2 and "is a file; give a folder" in bad.stderr
+
+
+def test_on_an_amd_gpu_trtllm_has_no_command_and_refuses_to_time() -> None:
+    """TensorRT-LLM serves on NVIDIA GPUs only (engines/trtllm.yaml speculative.vendors, from
+    its README): on an MI300X vLLM's command comes with one line saying why there is none for
+    it, the recommend table has no TensorRT-LLM column, and timing with its
+    terms there is refused in one line (exit 2)."""
+    from specsim.speculation.recommend import engine_cells
+
+    assert adapter("trtllm").vendors == ("NVIDIA",)
+    assert adapter("vllm").vendors == adapter("sglang").vendors == ("NVIDIA", "AMD")
+    rows = [_choice(1, 3), _choice(8, 3)]
+    rec = Recommendation(best=rows, best_chain=rows, objective="speedup", engine_trees=None,
+                         schedule_chain=rows)
+    setup, _ = load_setup(hardware="mi300x", drafter="eagle3-llama-3.1-8b", engine="vllm")
+    by_engine = {c.engine: c for c in engine_commands(rec, setup)}
+    assert by_engine["vllm"].argv and "serves on" not in by_engine["sglang"].reason
+    assert by_engine["trtllm"].argv == ()
+    assert by_engine["trtllm"].reason == (
+        f"TensorRT-LLM {adapter('trtllm').version} serves on NVIDIA GPUs only, not AMD's "
+        "(engines/trtllm.yaml: speculative.vendors)")
+    assert set(engine_cells(rec, setup.drafter, "AMD")) == {"vllm_k", "sglang"}
+    assert set(engine_cells(rec, setup.drafter, "NVIDIA")) == {"vllm_k", "sglang", "trtllm_k"}
+    out = _run("recommend", "--hardware", "mi300x", "--engine", "trtllm")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        f"specsim: error: engine trtllm: TensorRT-LLM {adapter('trtllm').version} serves on "
+        "NVIDIA GPUs only, and mi300x is AMD's (engines/trtllm.yaml: speculative.vendors); on "
+        "it: --engine vllm or sglang"]
+
+
+def test_an_amd_plan_names_and_writes_no_trtllm_command(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    result = _run("plan", "--model", "llama-3.1-8b", "--hardware", "mi300x", "--drafter",
+                  "eagle3-llama-3.1-8b", "--engine", "vllm", "--workload", "chat",
+                  "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    report = (out / "report.md").read_text()
+    assert "trtllm-serve" not in report and "runs on vLLM and SGLang and" not in report
+    assert not list(out.glob("trtllm-*.yaml"))
+    assert "vllm serve " in report and "sglang.launch_server" in report

@@ -240,7 +240,7 @@ def recommend(
                         structure_options=options)
     commands = engine_commands(rec, setup)
     written = _write_configs(commands, configs_out, force=force) if configs_out else []
-    rows = recommend_rows(rec, engine_cells(rec, setup.drafter))
+    rows = recommend_rows(rec, engine_cells(rec, setup.drafter, setup.hardware.vendor))
     bound = [{"batch": b.batch, "tau": b.tau, "speedup": b.speedup, "nodes": b.nodes,
               "depth": b.depth} for b in rec.bound] if rec.bound else None
     serving = serving_batch(rec.best, min_user_rate)

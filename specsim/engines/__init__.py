@@ -25,6 +25,7 @@ from specsim.engines.base import (
     batch_ranges,
     block_only,
     check_engine_runs,
+    check_engine_serves,
     register,
     render_command,
     runs_chains,
@@ -34,5 +35,6 @@ from specsim.engines.base import (
 )
 
 __all__ = ["BatchRange", "EngineAdapter", "EngineCommand", "adapter", "adapters",
-           "batch_ranges", "block_only", "check_engine_runs", "register", "render_command",
-           "runs_chains", "sglang", "target_id", "tree_engines", "trtllm", "unregister", "vllm"]
+           "batch_ranges", "block_only", "check_engine_runs", "check_engine_serves", "register",
+           "render_command", "runs_chains", "sglang", "target_id", "tree_engines", "trtllm",
+           "unregister", "vllm"]

@@ -263,6 +263,28 @@ class EngineAdapter:
     def refuse(self, reason: str) -> EngineCommand:
         return EngineCommand(engine=self.slug, version=self.version, reason=reason)
 
+    @property
+    def vendors(self) -> tuple[str, ...]:
+        """The GPU vendors the engine serves on (`speculative.vendors` of its YAML, read from
+        the engine's source: vLLM and SGLang NVIDIA and AMD, TensorRT-LLM NVIDIA)."""
+        args = self.args
+        listed = args.rules.get("vendors")
+        if not isinstance(listed, list) or not listed or not all(
+                isinstance(v, str) and v for v in listed):
+            raise SpecError(f"{args.path}: field 'speculative.vendors' = {listed!r}: needs a "
+                            "list of the GPU vendors the engine serves on (NVIDIA, AMD)")
+        return tuple(listed)
+
+    def runs_on(self, vendor: str) -> bool:
+        """Whether the engine serves on GPUs of `vendor` (a hardware profile's `vendor`)."""
+        return vendor in self.vendors
+
+    def not_on(self, vendor: str) -> EngineCommand:
+        """The answer on a GPU of a vendor the engine does not serve on."""
+        where = self.spec_path or f"engines/{self.slug}.yaml"
+        return self.refuse(f"{self.label} serves on {' and '.join(self.vendors)} GPUs only, "
+                           f"not {vendor}'s ({where}: speculative.vendors)")
+
     def check_runs(self, drafter: Drafter | None) -> None:
         """Refuse (SpecError) timing `drafter` on this engine where it has no method for the
         drafter's family and `refuses_unrunnable` is set; the YAML's `absent_algorithms` say
@@ -292,9 +314,10 @@ def unregister(slug: str) -> None:
     _REGISTRY.pop(slug, None)
 
 
-def adapters() -> tuple[EngineAdapter, ...]:
-    """Every registered engine adapter, in registration order."""
-    return tuple(_REGISTRY.values())
+def adapters(vendor: str | None = None) -> tuple[EngineAdapter, ...]:
+    """Every registered engine adapter, in registration order; with `vendor`, those that serve
+    on that vendor's GPUs (`EngineAdapter.runs_on`)."""
+    return tuple(a for a in _REGISTRY.values() if vendor is None or a.runs_on(vendor))
 
 
 def adapter(slug: str) -> EngineAdapter:
@@ -322,6 +345,21 @@ def check_engine_runs(engine_slug: str, drafter: Drafter | None) -> None:
     without an adapter (the roofline, hf-eager) time any drafter."""
     if engine_slug in _REGISTRY:
         _REGISTRY[engine_slug].check_runs(drafter)
+
+
+def check_engine_serves(engine_slug: str, vendor: str, gpu: str) -> None:
+    """Refuse timing on the engine `engine_slug` a GPU (`gpu`, of `vendor`) it does not serve
+    on: its terms are that engine's on its own GPUs, and its commands would not start (engines
+    without an adapter, the roofline and hf-eager, time any GPU)."""
+    engine = _REGISTRY.get(engine_slug)
+    if engine is not None and not engine.runs_on(vendor):
+        where = engine.spec_path or f"engines/{engine.slug}.yaml"
+        others = ", ".join(a.slug for a in adapters(vendor))
+        raise SpecError(f"engine {engine_slug}: {engine.label} serves on "
+                        f"{' and '.join(engine.vendors)} GPUs only, and {one_line(gpu)} is "
+                        f"{vendor}'s ({where}: speculative.vendors)"
+                        + (f"; on it: --engine {others.replace(', ', ' or ')}" if others
+                           else ""))
 
 
 def tp_args(flag: str, tp: int) -> list[str]:

@@ -24,6 +24,7 @@ from specsim.engines import (
     adapters,
     block_only,
     check_engine_runs,
+    check_engine_serves,
     runs_chains,
     tree_engines,
 )
@@ -361,6 +362,8 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     hw = load_hardware(hardware)
     base = Setup(target=target, hardware=hw, context=scenario.decode_context_tokens,
                  engine=engine_or_none(load_engine(engine)))
+    if base.engine is not None:
+        check_engine_serves(base.engine.base_slug, hw.vendor, hw.slug)
     names = drafters if drafters is not None else default_drafters(target)
     notes = [] if names else [f"no built-in drafter is trained for {target.slug}; plain "
                               "decoding only (give --drafter to add one)"]
@@ -409,7 +412,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     # The drafter the single-drafter sections (memory, policies) show: of the drafters an
     # engine runs (where there is one), the one that serves a user fastest; the others follow
     # in the same order.
-    parts.sort(key=lambda p: (not _runs(p), -_fastest_per_user(p.tables)))
+    parts.sort(key=lambda p: (not _runs(p, hw.vendor), -_fastest_per_user(p.tables)))
     slo = DEFAULT_MIN_TOKENS_PER_S_PER_USER if min_tokens_per_s_per_user is None \
         else min_tokens_per_s_per_user
     bounds = Slo(min_tokens_per_s_per_user=slo,
@@ -418,12 +421,13 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     # The answer is one a team can deploy: drafters an engine runs (vLLM or SGLang has a
     # method for their family) where there is one; the others stay in the tables and figures
     # as specsim's model (and are the answer only when no runnable drafter was given).
-    runnable = {p.name: p.tables for p in parts if _runs(p)}
+    runnable = {p.name: p.tables for p in parts if _runs(p, hw.vendor)}
     model_only = [p.name for p in parts if p.name not in runnable]
     if runnable and model_only:
         them = "it" if len(model_only) == 1 else "them"
-        notes.append(f"{', '.join(model_only)}: no engine runs {them} (no engine has a "
-                     f"method for the family), so the answer leaves {them} out; the tables "
+        notes.append(f"{', '.join(model_only)}: no engine runs {them} on {hw.vendor} GPUs "
+                     f"(none that serves on them has a method for the family), so the answer "
+                     f"leaves {them} out; the tables "
                      f"and figures show specsim's model of {them}")
     tables = runnable or {p.name: p.tables for p in parts}
     best = best_setting(tables, slo=bounds, demand=demand) if tables else None
@@ -572,9 +576,10 @@ def _formable(hw: Hardware, tps: tuple[int, ...], ep: int, notes: list[str]
     return kept or tps
 
 
-def _runs(part: DrafterPlan) -> bool:
-    """Whether an engine has a method for the drafter's family (a deployable answer)."""
-    return part.drafter is not None and any(a.method(part.drafter) for a in adapters())
+def _runs(part: DrafterPlan, vendor: str) -> bool:
+    """Whether an engine that serves on `vendor`'s GPUs has a method for the drafter's family
+    (a deployable answer)."""
+    return part.drafter is not None and any(a.method(part.drafter) for a in adapters(vendor))
 
 
 def _fastest_per_user(tables: list[ServingTable]) -> float:
@@ -647,7 +652,8 @@ def setting_adapters(plan: Plan, s: Setting) -> list[EngineAdapter]:
     drafter = part.drafter
     block = limit_depth(dataclasses.replace(plan.setup, drafter=drafter), part.profile,
                         MAX_NODES, None, [])
-    return [a for a in adapters() if a.builds_setting(drafter, _choice(s), block)]
+    return [a for a in adapters(plan.hardware.vendor)
+            if a.builds_setting(drafter, _choice(s), block)]
 
 
 def setting_engines(plan: Plan, s: Setting) -> list[str]:
@@ -686,7 +692,7 @@ def _all_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
         if not plan.model.hf_id:
             return []
         plain = dataclasses.replace(plan.setup, drafter=None, tp=s.tp, ep=s.ep)
-        return [c for a in adapters()
+        return [c for a in adapters(plan.hardware.vendor)
                 for c in _spread(plan, a, s, a.plain_command(plain, s.batch), a.cap_args(s.batch))]
     engines = setting_adapters(plan, s)
     part = next((d for d in plan.drafters if d.name == s.drafter), None)

@@ -396,10 +396,12 @@ def optimum_tree(profile: AcceptanceProfile, max_nodes: int, max_depth: int) -> 
     return best_first_tree(profile.ranks(max_nodes), max_nodes, max_depth)
 
 
-def engine_cells(rec: Recommendation, drafter: Drafter | None) -> dict[str, list[object]]:
-    """Per registered engine adapter, its column of the recommend table: one cell per batch
-    size of `rec.best` (`vllm_k`: the chain length vLLM's schedule runs; `sglang`: its flags)."""
-    return {a.column: a.cells(rec, drafter) for a in adapters()}
+def engine_cells(rec: Recommendation, drafter: Drafter | None, vendor: str | None = None
+                 ) -> dict[str, list[object]]:
+    """Per registered engine adapter that serves on `vendor`'s GPUs (None: every one), its
+    column of the recommend table: one cell per batch size of `rec.best` (`vllm_k`: the chain
+    length vLLM's schedule runs; `sglang`: its flags)."""
+    return {a.column: a.cells(rec, drafter) for a in adapters(vendor)}
 
 
 def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
@@ -414,9 +416,11 @@ def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     its default 1,024 sequences, and SGLang resets its cap to 48 whenever speculation is on
     (sglang-0.5.23 srt/arg_groups/speculative_hook.py), so a command for batch 64 would never
     reach it."""
+    vendor = setup.hardware.vendor
     return [dataclasses.replace(c, argv=(*c.argv, *a.cap_args(max(c.batches), c.step_tokens)))
             if c.argv and c.batches else c
-            for a in adapters() for c in a.commands(rec, setup)]
+            for a in adapters() for c in (a.commands(rec, setup) if a.runs_on(vendor)
+                                          else [a.not_on(vendor)])]
 
 
 def structure_engines() -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specsim.engines import check_engine_runs
+from specsim.engines import check_engine_runs, check_engine_serves
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.specs.acceptance import AcceptanceProfile, constant_profile
 from specsim.specs.defaults import (
@@ -84,9 +84,11 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
     if context is None:
         context = load.context if load else DEFAULT_CONTEXT_TOKENS
     timing = engine_or_none(load_engine(engine))
+    gpu = load_hardware(hardware)
     if timing is not None:
+        check_engine_serves(timing.base_slug, gpu.vendor, gpu.slug)  # on its vendor's GPUs
         check_engine_runs(timing.base_slug, draft)  # an engine that refuses what it lacks
-    setup = Setup(target=target, hardware=load_hardware(hardware), drafter=draft,
+    setup = Setup(target=target, hardware=gpu, drafter=draft,
                   context=context, tp=tp, draft_cost=draft_cost,
                   precision=precision or Precision(), engine=timing, ep=ep, notes=notes)
     return setup, profile
