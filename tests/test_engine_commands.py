@@ -236,3 +236,39 @@ def test_vllm_data_parallel_drops_the_per_batch_schedule(cap: int, spec: list[st
     same = parallel_commands(vllm, command, tp=8, ep=8, gpus_per_node=8, tail=tail)
     assert [list(c.argv) for c in same] == [
         [*command.argv[:7], "--enable-expert-parallel", *tail]]
+
+
+def test_recommend_commands_start_the_layout_they_were_timed_for() -> None:
+    """`recommend --tp 8 --ep 16` on 8-GPU H100 nodes is timed on 16 GPUs: its commands carry
+    the layout as the plan's do, one per node (vLLM: DP 2 of TP 8 with expert parallelism;
+    SGLang: TP 16 with its experts over 16 and 2 attention-DP groups, its cap counting both),
+    where they had carried `--tensor-parallel-size 8` alone and started 8 GPUs. TensorRT-LLM
+    runs attention-DP at TP 1 only, so it has no command for TP 8 groups beside 16 expert GPUs.
+    Written out by hand."""
+    chain = [Choice(batch=64, shape="chain", nodes=1, depth=1, max_width=1, tau=1.8,
+                    round_s=0.01, speedup=1.5, tokens_per_s_per_user=50.0, throughput=3200.0,
+                    fits=True)]
+    rec = Recommendation(best=chain, best_chain=chain, objective="speedup",
+                         engine_trees=chain, schedule_chain=chain)
+    setup, _ = load_setup(hardware="h100-sxm", model="deepseek-v3", drafter="mtp-deepseek-v3",
+                          engine="sglang", tp=8, ep=16)
+    got = {}
+    for c in engine_commands(rec, setup):
+        got.setdefault(c.engine, []).append(list(c.argv) if c.argv else c.reason)
+    spec = ["--speculative-config", '{"method":"mtp","num_speculative_tokens":1}']
+    vllm_layout = ["--tensor-parallel-size", "8", "--data-parallel-size", "2",
+                   "--enable-expert-parallel", "--nnodes", "2"]
+    assert got["vllm"] == [
+        ["vllm", "serve", "deepseek-ai/DeepSeek-V3", *spec, *vllm_layout, "--node-rank", "0",
+         "--master-addr", "HEAD_IP", "--max-num-seqs", "64"],
+        ["vllm", "serve", "deepseek-ai/DeepSeek-V3", *spec, *vllm_layout, "--node-rank", "1",
+         "--master-addr", "HEAD_IP", "--headless", "--max-num-seqs", "64"]]
+    eagle = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1",
+             "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "2"]
+    assert got["sglang"] == [
+        [*SGLANG_HEAD, "deepseek-ai/DeepSeek-V3", "--tp-size", "16", *eagle, "--ep-size", "16",
+         "--attention-data-parallel-size", "2", "--nnodes", "2", "--node-rank", str(rank),
+         "--dist-init-addr", "HEAD_IP:25000", *_graphs(64), "--max-running-requests", "128"]
+        for rank in (0, 1)]
+    (reason,) = got["trtllm"]
+    assert isinstance(reason, str) and "TP 8 groups beside 16 expert GPUs" in reason

@@ -603,8 +603,8 @@ def test_the_answer_states_the_error_of_decode_rates_like_its_own(tmp_path: Path
     assert plan.rate_error.median_signed_error == pytest.approx(float(np.median(by_hand)))
     signed = 100 * plan.rate_error.median_signed_error
     assert signed > 10  # published: DeepSeek and gpt-oss on MI300X run far slower
-    assert (f"Published decode rates of MoE models on AMD GPUs ({len(by_hand)} rows, "
-            f"`specsim validate`) come out {signed:.0f}% faster than measured in median: the "
+    assert (f"Published decode rates of MoE models on AMD GPUs ({len(by_hand)} rows of "
+            f"specsim validate) come out {signed:.0f}% faster than measured in median: the "
             "GPU count above may be that much too low.") in answer_text(plan)
     write_report(plan, tmp_path, force=True)
     groups = [r["published decode rates"]

@@ -47,7 +47,7 @@ def rate_sentence(plan: Plan) -> str:
     signed = 100 * g.median_signed_error
     way = "faster" if signed > 0 else "slower"
     text = (f"Published decode rates of {kind} models on {plan.hardware.vendor} GPUs "
-            f"({g.rows} rows, `specsim validate`) come out {abs(signed):.0f}% {way} than "
+            f"({g.rows} rows of specsim validate) come out {abs(signed):.0f}% {way} than "
             "measured in median")
     if signed >= SIGNIFICANT_SIGNED_PCT:
         return text + ": the GPU count above may be that much too low."

@@ -26,12 +26,14 @@ from specsim.engines import (
     target_id,
     tree_engines,
 )
+from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_int, check_number, parameter_error
 from specsim.forward.gemm import padded_tokens
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S_PER_USER, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter
 from specsim.specs.engines import Engine, load_engine
+from specsim.specs.hardware import DEFAULT_NODE_GPUS
 from specsim.speculation import engine_time
 from specsim.speculation.round_structures import (
     STRUCTURES,
@@ -415,12 +417,27 @@ def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     CUDA graphs up to it (`EngineAdapter.cap_args`): without it vLLM admits up to
     its default 1,024 sequences, and SGLang resets its cap to 48 whenever speculation is on
     (sglang-0.5.23 srt/arg_groups/speculative_hook.py), so a command for batch 64 would never
-    reach it."""
-    vendor = setup.hardware.vendor
-    return [dataclasses.replace(c, argv=(*c.argv, *a.cap_args(max(c.batches), c.step_tokens)))
-            if c.argv and c.batches else c
-            for a in adapters() for c in (a.commands(rec, setup) if a.runs_on(vendor)
-                                          else [a.not_on(vendor)])]
+    reach it. A setup past one TP group or node (its `ep`, or more GPUs than a node holds) gets
+    the layout's flags and one command per node, as the plan's do (`engines.parallel`); an
+    engine on a GPU of a vendor it does not serve gets the line saying so."""
+    hw = setup.hardware
+    per_node = hw.node.gpus if hw.node is not None else DEFAULT_NODE_GPUS
+    out: list[EngineCommand] = []
+    for a in adapters():
+        if not a.runs_on(hw.vendor):
+            out.append(a.not_on(hw.vendor))
+            continue
+        for c in a.commands(rec, setup):
+            if not (c.argv and c.batches):
+                out.append(c)
+                continue
+            cap = a.cap_args(max(c.batches), c.step_tokens)
+            # the setup's layout (data / expert parallelism, a replica over several nodes):
+            # the plan's commands for it, one per node (`engines.parallel`)
+            out += parallel_commands(a, dataclasses.replace(c, argv=(*c.argv, *cap)),
+                                     tp=setup.tp, ep=setup.ep, gpus_per_node=per_node,
+                                     tail=cap)
+    return out
 
 
 def structure_engines() -> dict[str, str]:
