@@ -299,7 +299,9 @@ def recommend(
             echo("\n".join(f"    {line}" for line in text.splitlines()))
     for note in rec.notes:
         echo(f"note: {note}")
-    echo(f"acceptance: {profile.source}")
+    from specsim.present.document import without_checkout
+
+    echo(f"acceptance: {without_checkout(profile.source)}")
     unfit = [c.batch for c in rec.best if not c.fits]
     if unfit:
         echo(f"does not fit in memory at batch {', '.join(map(str, unfit))} "
@@ -409,5 +411,7 @@ def _fit_bench(path: str, out: Path, *, name: str | None, context: str | None,
         echo(f"alpha {profile.position_alphas[0]:.3f} at every position: the constant that "
              f"gives {measured.tokens_per_round:.3f} tokens per round over "
              f"{measured.draft_tokens} draft tokens (no per-position rates in the file)")
-    echo(f"acceptance: {measured.source}")
+    from specsim.present.document import without_checkout
+
+    echo(f"acceptance: {without_checkout(measured.source)}")
     echo(f"tokens per round: {measured.tokens_per_round:.3f}; wrote {out}")

@@ -133,6 +133,9 @@ def setup_text(*, model: Any, hardware: Any, context: float | tuple[float, ...] 
         parts.append(f"weights {weights}, KV {precision.kv_dtype}, "
                      f"compute {precision.compute_dtype}")
     if acceptance:
+        from specsim.present.document import without_checkout
+
+        acceptance = without_checkout(acceptance)  # a built-in file as workloads/...
         short = acceptance if len(acceptance) <= 120 else acceptance[:117] + "..."
         parts.append(f"acceptance: {short}")
     return "; ".join(parts)
