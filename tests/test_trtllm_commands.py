@@ -534,3 +534,17 @@ def test_an_amd_plan_names_and_writes_no_trtllm_command(tmp_path: Path) -> None:
     assert "trtllm-serve" not in report and "runs on vLLM and SGLang and" not in report
     assert not list(out.glob("trtllm-*.yaml"))
     assert "vllm serve " in report and "sglang.launch_server" in report
+
+
+def test_a_published_row_of_trtllm_on_an_amd_gpu_is_refused(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.yaml"
+    rows.write_text(yaml.safe_dump({"rows": [{
+        "id": "x", "source": "s", "model": "llama-3.1-8b", "hardware": "mi300x",
+        "engine": "trtllm", "batch": 1, "benchmark": "batch", "dataset": "random",
+        "method": "plain", "shape": "chain", "baseline_tokens_per_s": 100}]}))
+    out = _run("validate", "--published", str(rows))
+    assert out.returncode == 2 and out.stdout == ""
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"specsim: error: {rows}: row 'x': field 'engine': engine trtllm: "
+                           "TensorRT-LLM ")
+    assert "serves on NVIDIA GPUs only, and mi300x is AMD's" in line

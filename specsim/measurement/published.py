@@ -280,6 +280,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
     _check_known(where, "hardware", str(item["hardware"]))
     if item["engine"] not in (OTHER_ENGINE, ROOFLINE_ENGINE):
         _check_known(where, "engines", str(item["engine"]))
+        _check_serves(where, str(item["engine"]), str(item["hardware"]))
     row = PublishedRow(
         id=str(item["id"]), file=path.stem, source=str(item["source"]),
         model=str(item["model"]), hardware=str(item["hardware"]), engine=str(item["engine"]),
@@ -384,6 +385,18 @@ def _drafter_spec(item: dict[str, object], where: str) -> str | None:
     if name != NO_DRAFTER_MODEL:
         _check_known(where, "drafters", name)
     return name
+
+
+def _check_serves(where: str, engine: str, hardware: str) -> None:
+    """A row measured on an engine that does not serve on its GPU's vendor (TensorRT-LLM on
+    an AMD GPU) is a mistake in the row: refused, naming the field."""
+    from specsim.engines import check_engine_serves
+    from specsim.specs.hardware import load_hardware
+
+    try:
+        check_engine_serves(engine, load_hardware(hardware).vendor, hardware)
+    except SpecError as err:
+        raise SpecError(f"{where}: field 'engine': {err}") from None
 
 
 def _check_known(where: str, kind: str, name: str) -> None:
