@@ -742,3 +742,44 @@ def test_force_never_renames_an_output_over_a_pipe_or_a_link(
                                       or "not a regular file" in lines[0]), lines[0]
     assert out.is_fifo() if kind == "pipe" else out.is_symlink()
     assert real.read_bytes() == b"old: 1\n"
+
+
+# --------------------------------------------------------------------------- a fifth campaign
+
+
+def _bench_plan(*, point: dict[str, object] | None = None, **changes: object) -> bytes:
+    """What `bench plan` writes (vLLM, Llama-3.1-8B) with top-level fields and the second
+    point's fields changed, as JSON bytes."""
+    from specsim.measurement.bench import make_bench_plan
+
+    data = make_bench_plan(engine="vllm", model="llama-3.1-8b", hardware="h100-sxm",
+                           drafter="eagle3-llama-3.1-8b").to_json()
+    data.update(changes)
+    data["points"][1].update(point or {})
+    return json.dumps(data).encode()
+
+
+# a hand-edited bench-plan.json: engine_version 5 or servers as a list was an AttributeError,
+# drafter null or a point without draft_tokens a KeyError, a list as a point's id a TypeError
+# (unhashable); a string or -1 as a count was carried into the fit
+CASES5 = [_case(f"bench-plan-json-{label}", "bench", "fit", "b", "--results", "b", "--out",
+                "e.yaml", files={"b/bench-plan.json": _bench_plan(**changes)},
+                needle=f"bench-plan.json: field '{field}'")
+          for label, changes, field in (
+              ("engine-version-int", {"engine_version": 5}, "engine_version"),
+              ("servers-list", {"servers": [1]}, "servers"),
+              ("drafter-null", {"drafter": None}, "drafter"),
+              ("input-tokens-string", {"input_tokens": "x"}, "input_tokens"),
+              ("point-draft-tokens-null", {"point": {"draft_tokens": None}},
+               "points[1].draft_tokens"),
+              ("point-id-list", {"point": {"id": ["a"]}}, "points[1].id"),
+              ("point-server-unknown", {"point": {"server": "elsewhere"}}, "points[1].server"),
+              ("point-concurrency-negative", {"point": {"concurrency": -1}},
+               "points[1].concurrency"))]
+
+
+@pytest.mark.parametrize("case", CASES5, ids=[c.label for c in CASES5])
+def test_fifth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_case(case, tmp_path, usage_ok=False)
