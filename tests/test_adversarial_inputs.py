@@ -610,7 +610,7 @@ CASES4 += [_case(f"hardware-{label}", "roofline", "--hardware", "h.yaml", "--tok
 # was "ranks list is empty"
 CASES4 += [
     _case("tree-out-folder-slash", *REC, "--tree-out", "sub/",
-          needle="sub: output must end in .json"),
+          needle="'--tree-out': 'sub/' ends in '/'"),
     _case("bench-fit-out-suffix", "bench", "fit", ".", "--results", ".", "--out", "engine",
           needle="must end in .yaml"),
     _case("ranks-one-word", *REC, "--ranks", "r.txt", files={"r.txt": b"hello\n"},
@@ -776,6 +776,47 @@ CASES5 = [_case(f"bench-plan-json-{label}", "bench", "fit", "b", "--results", "b
               ("point-server-unknown", {"point": {"server": "elsewhere"}}, "points[1].server"),
               ("point-concurrency-negative", {"point": {"concurrency": -1}},
                "points[1].concurrency"))]
+
+
+# a file's path typed with a trailing '/' (which names a folder): pathlib drops the slash, and
+# '--plot x.png/', '--out m.yaml/' or '--predictions p.csv/' wrote a file of that name, exit 0
+CASES5 += [_case(f"file-path-slash-{args[0]}-{option}", *args, option, name, files=files,
+                 needle=f"'{option}': '{name}' ends in '/', which names a folder")
+           for args, option, name, files in (
+               (SPEED, "--plot", "x.png/", {}),
+               (("acceptance", "weights"), "--plot", "w.svg/", {}),
+               (("models", "import", "c.json"), "--out", "m.yaml/",
+                {"c.json": (HF_CONFIGS / "gemma-2-9b.json").read_bytes()}),
+               (("acceptance", "fit", "m.txt"), "--out", "w.yaml/", {"m.txt": METRICS.encode()}),
+               (("calibrate", "p.csv", "--out", "o.yaml"), "--predictions", "p.csv/",
+                {"p.csv": PROFILE}),
+               (REC, "--ranks", "r.json/", {"r.json": b"[0.5, 0.2]"}))]
+
+
+def test_every_folder_path_is_a_path_parameter_of_its_command() -> None:
+    """FOLDER_PATHS names the path parameters that take a trailing '/' (a folder): a renamed
+    one would refuse 'bench-results/' as a file's path."""
+    import typer
+
+    from specsim.cli import app
+    from specsim.cli.common import FOLDER_PATHS
+
+    root = typer.main.get_command(app)
+    for words, names in FOLDER_PATHS.items():
+        command: Any = root
+        for word in words.split():
+            command = command.commands[word]  # type: ignore[attr-defined]
+        kinds = {p.name: getattr(p.type, "name", "") for p in command.params}
+        assert all(kinds.get(name) == "path" for name in names), (words, kinds)
+
+
+def test_a_folder_path_may_end_in_a_slash(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("bench-plan-slash", *BENCH, "--out", "bp/", "--results", "res/",
+                             needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    assert (tmp_path / "bp" / "bench-plan.json").is_file()
 
 
 @pytest.mark.parametrize("case", CASES5, ids=[c.label for c in CASES5])
