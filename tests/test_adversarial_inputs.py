@@ -819,6 +819,19 @@ def test_a_folder_path_may_end_in_a_slash(tmp_path: Path,
     assert (tmp_path / "bp" / "bench-plan.json").is_file()
 
 
+# a number as close to 0 as a float gets (5e-324) where the model divides by it: HBM bandwidth,
+# dense TFLOPS or a fitted efficiency priced a pass at inf ms, with numpy's overflow warnings
+# on stderr, exit 0 (1e-300 was already finite; 0 and negatives were refused)
+CASES5 += [_case(f"hardware-tiny-{label}", "roofline", "--hardware", "h.yaml", "--tokens", "1",
+                 files={"h.yaml": _nested(folder, slug, **{field.replace(".", "__"): value})},
+                 needle=f"h.yaml: field '{field}' = {value!r} is not 0 and under 1e-100")
+           for label, folder, slug, field, value in (
+               ("bandwidth", "hardware", "h100-sxm", "memory.hbm_bandwidth_GB_per_s", 5e-324),
+               ("tflops", "hardware", "h100-sxm", "compute.dense_TFLOPS.bf16", 1e-305),
+               ("gemm-efficiency", "hardware/calibrated", "a100-80g-sxm-vidur",
+                "efficiency.gemm.bandwidth", 5e-324))]
+
+
 @pytest.mark.parametrize("case", CASES5, ids=[c.label for c in CASES5])
 def test_fifth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
