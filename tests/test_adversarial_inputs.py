@@ -832,6 +832,14 @@ CASES5 += [_case(f"hardware-tiny-{label}", "roofline", "--hardware", "h.yaml", "
                 "efficiency.gemm.bandwidth", 5e-324))]
 
 
+# bench plan --results naming a file (or a path under one) wrote the plan, exit 0; the printed
+# 'mkdir -p f' and every client writing into it failed only later, on the GPU machine
+CASES5 += [_case(f"bench-plan-results-{label}", *BENCH, "--results", name,
+                 files={"f": b"a file\n"}, needle=needle)
+           for label, name, needle in (("file", "f", "f: --results is a file"),
+                                       ("under-a-file", "f/sub", "--results is under the file f"))]
+
+
 @pytest.mark.parametrize("case", CASES5, ids=[c.label for c in CASES5])
 def test_fifth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
