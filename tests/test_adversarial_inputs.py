@@ -840,6 +840,23 @@ CASES5 += [_case(f"bench-plan-results-{label}", *BENCH, "--results", name,
                                        ("under-a-file", "f/sub", "--results is under the file f"))]
 
 
+# an output named like the command's input: with --force, the config.json being imported, the
+# metrics being fitted or the profile being calibrated was replaced by the output, exit 0
+CASES5 += [_case(f"output-is-the-input-{args[0]}-{args[1]}", *args, "--force", files=files,
+                 needle=f"{name}: is the input file")
+           for args, name, files in (
+               (("models", "import", "c.yaml", "--out", "c.yaml"), "c.yaml",
+                {"c.yaml": (HF_CONFIGS / "gemma-2-9b.json").read_bytes()}),
+               (("drafters", "import", "c.yaml", "--target", "llama-3.1-8b", "--out", "./c.yaml"),
+                "c.yaml", {"c.yaml": (REPO / "tests" / "fixtures" / "drafter_configs" /
+                                      "eagle3-llama3.1-8b.json").read_bytes()}),
+               (("acceptance", "fit", "m.yaml", "--out", "m.yaml"), "m.yaml",
+                {"m.yaml": METRICS.encode()}),
+               (("calibrate", "p.yaml", "--out", "p.yaml"), "p.yaml", {"p.yaml": PROFILE}),
+               (("calibrate", "p.csv", "--out", "o.yaml", "--predictions", "p.csv"), "p.csv",
+                {"p.csv": PROFILE}))]
+
+
 @pytest.mark.parametrize("case", CASES5, ids=[c.label for c in CASES5])
 def test_fifth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
