@@ -610,7 +610,7 @@ CASES4 += [_case(f"hardware-{label}", "roofline", "--hardware", "h.yaml", "--tok
 # was "ranks list is empty"
 CASES4 += [
     _case("tree-out-folder-slash", *REC, "--tree-out", "sub/",
-          needle="sub: output must end in .json"),
+          needle="'--tree-out': 'sub/' ends in '/'"),
     _case("bench-fit-out-suffix", "bench", "fit", ".", "--results", ".", "--out", "engine",
           needle="must end in .yaml"),
     _case("ranks-one-word", *REC, "--ranks", "r.txt", files={"r.txt": b"hello\n"},
@@ -742,3 +742,123 @@ def test_force_never_renames_an_output_over_a_pipe_or_a_link(
                                       or "not a regular file" in lines[0]), lines[0]
     assert out.is_fifo() if kind == "pipe" else out.is_symlink()
     assert real.read_bytes() == b"old: 1\n"
+
+
+# --------------------------------------------------------------------------- a fifth campaign
+
+
+def _bench_plan(*, point: dict[str, object] | None = None, **changes: object) -> bytes:
+    """What `bench plan` writes (vLLM, Llama-3.1-8B) with top-level fields and the second
+    point's fields changed, as JSON bytes."""
+    from specsim.measurement.bench import make_bench_plan
+
+    data = make_bench_plan(engine="vllm", model="llama-3.1-8b", hardware="h100-sxm",
+                           drafter="eagle3-llama-3.1-8b").to_json()
+    data.update(changes)
+    data["points"][1].update(point or {})
+    return json.dumps(data).encode()
+
+
+# a hand-edited bench-plan.json: engine_version 5 or servers as a list was an AttributeError,
+# drafter null or a point without draft_tokens a KeyError, a list as a point's id a TypeError
+# (unhashable); a string or -1 as a count was carried into the fit
+CASES5 = [_case(f"bench-plan-json-{label}", "bench", "fit", "b", "--results", "b", "--out",
+                "e.yaml", files={"b/bench-plan.json": _bench_plan(**changes)},
+                needle=f"bench-plan.json: field '{field}'")
+          for label, changes, field in (
+              ("engine-version-int", {"engine_version": 5}, "engine_version"),
+              ("servers-list", {"servers": [1]}, "servers"),
+              ("drafter-null", {"drafter": None}, "drafter"),
+              ("input-tokens-string", {"input_tokens": "x"}, "input_tokens"),
+              ("point-draft-tokens-null", {"point": {"draft_tokens": None}},
+               "points[1].draft_tokens"),
+              ("point-id-list", {"point": {"id": ["a"]}}, "points[1].id"),
+              ("point-server-unknown", {"point": {"server": "elsewhere"}}, "points[1].server"),
+              ("point-concurrency-negative", {"point": {"concurrency": -1}},
+               "points[1].concurrency"))]
+
+
+# a file's path typed with a trailing '/' (which names a folder): pathlib drops the slash, and
+# '--plot x.png/', '--out m.yaml/' or '--predictions p.csv/' wrote a file of that name, exit 0
+CASES5 += [_case(f"file-path-slash-{args[0]}-{option}", *args, option, name, files=files,
+                 needle=f"'{option}': '{name}' ends in '/', which names a folder")
+           for args, option, name, files in (
+               (SPEED, "--plot", "x.png/", {}),
+               (("acceptance", "weights"), "--plot", "w.svg/", {}),
+               (("models", "import", "c.json"), "--out", "m.yaml/",
+                {"c.json": (HF_CONFIGS / "gemma-2-9b.json").read_bytes()}),
+               (("acceptance", "fit", "m.txt"), "--out", "w.yaml/", {"m.txt": METRICS.encode()}),
+               (("calibrate", "p.csv", "--out", "o.yaml"), "--predictions", "p.csv/",
+                {"p.csv": PROFILE}),
+               (REC, "--ranks", "r.json/", {"r.json": b"[0.5, 0.2]"}))]
+
+
+def test_every_folder_path_is_a_path_parameter_of_its_command() -> None:
+    """FOLDER_PATHS names the path parameters that take a trailing '/' (a folder): a renamed
+    one would refuse 'bench-results/' as a file's path."""
+    import typer
+
+    from specsim.cli import app
+    from specsim.cli.common import FOLDER_PATHS
+
+    root = typer.main.get_command(app)
+    for words, names in FOLDER_PATHS.items():
+        command: Any = root
+        for word in words.split():
+            command = command.commands[word]  # type: ignore[attr-defined]
+        kinds = {p.name: getattr(p.type, "name", "") for p in command.params}
+        assert all(kinds.get(name) == "path" for name in names), (words, kinds)
+
+
+def test_a_folder_path_may_end_in_a_slash(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    outcome = run_case(_case("bench-plan-slash", *BENCH, "--out", "bp/", "--results", "res/",
+                             needle=""))
+    assert outcome.code == 0 and outcome.error is None, outcome.stderr[-400:]
+    assert (tmp_path / "bp" / "bench-plan.json").is_file()
+
+
+# a number as close to 0 as a float gets (5e-324) where the model divides by it: HBM bandwidth,
+# dense TFLOPS or a fitted efficiency priced a pass at inf ms, with numpy's overflow warnings
+# on stderr, exit 0 (1e-300 was already finite; 0 and negatives were refused)
+CASES5 += [_case(f"hardware-tiny-{label}", "roofline", "--hardware", "h.yaml", "--tokens", "1",
+                 files={"h.yaml": _nested(folder, slug, **{field.replace(".", "__"): value})},
+                 needle=f"h.yaml: field '{field}' = {value!r} is not 0 and under 1e-100")
+           for label, folder, slug, field, value in (
+               ("bandwidth", "hardware", "h100-sxm", "memory.hbm_bandwidth_GB_per_s", 5e-324),
+               ("tflops", "hardware", "h100-sxm", "compute.dense_TFLOPS.bf16", 1e-305),
+               ("gemm-efficiency", "hardware/calibrated", "a100-80g-sxm-vidur",
+                "efficiency.gemm.bandwidth", 5e-324))]
+
+
+# bench plan --results naming a file (or a path under one) wrote the plan, exit 0; the printed
+# 'mkdir -p f' and every client writing into it failed only later, on the GPU machine
+CASES5 += [_case(f"bench-plan-results-{label}", *BENCH, "--results", name,
+                 files={"f": b"a file\n"}, needle=needle)
+           for label, name, needle in (("file", "f", "f: --results is a file"),
+                                       ("under-a-file", "f/sub", "--results is under the file f"))]
+
+
+# an output named like the command's input: with --force, the config.json being imported, the
+# metrics being fitted or the profile being calibrated was replaced by the output, exit 0
+CASES5 += [_case(f"output-is-the-input-{args[0]}-{args[1]}", *args, "--force", files=files,
+                 needle=f"{name}: is the input file")
+           for args, name, files in (
+               (("models", "import", "c.yaml", "--out", "c.yaml"), "c.yaml",
+                {"c.yaml": (HF_CONFIGS / "gemma-2-9b.json").read_bytes()}),
+               (("drafters", "import", "c.yaml", "--target", "llama-3.1-8b", "--out", "./c.yaml"),
+                "c.yaml", {"c.yaml": (REPO / "tests" / "fixtures" / "drafter_configs" /
+                                      "eagle3-llama3.1-8b.json").read_bytes()}),
+               (("acceptance", "fit", "m.yaml", "--out", "m.yaml"), "m.yaml",
+                {"m.yaml": METRICS.encode()}),
+               (("calibrate", "p.yaml", "--out", "p.yaml"), "p.yaml", {"p.yaml": PROFILE}),
+               (("calibrate", "p.csv", "--out", "o.yaml", "--predictions", "p.csv"), "p.csv",
+                {"p.csv": PROFILE}))]
+
+
+@pytest.mark.parametrize("case", CASES5, ids=[c.label for c in CASES5])
+def test_fifth_campaign_input_is_one_line_and_exit_2(case: Case, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    check_case(case, tmp_path, usage_ok=False)

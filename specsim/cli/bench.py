@@ -55,7 +55,12 @@ def bench_plan(
     from specsim.cli.common import parse_ints
     from specsim.measurement.bench import PLAN_FILE, make_bench_plan
     from specsim.specs.drafters import load_drafter
-    from specsim.specs.outputs import atomic_write_bytes, check_writable, make_parent
+    from specsim.specs.outputs import (
+        atomic_write_bytes,
+        check_files_folder,
+        check_writable,
+        make_parent,
+    )
 
     target = model or load_drafter(drafter).target.slug
     plan = make_bench_plan(engine=engine, model=target, hardware=hardware, drafter=drafter,
@@ -63,6 +68,7 @@ def bench_plan(
                            concurrencies=parse_ints(concurrency, "--concurrency"))
     path = out / PLAN_FILE
     check_writable(path, force=force)
+    check_files_folder(results, option="--results")  # the clients write their files there
     model_id = plan.model_id
     minutes = _duration_s(plan) / 60
     lines = [f"# specsim bench plan: {plan.engine_version}, {plan.model} on {plan.hardware}, "

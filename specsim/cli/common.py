@@ -4,6 +4,7 @@ Heavy libraries (numpy, pandas, matplotlib) are imported inside the commands, so
 `specsim --help` starts fast.
 """
 
+import os
 import re
 from typing import Annotated, Any
 
@@ -114,31 +115,41 @@ def note(text: str) -> None:
 # Click's types by name: what `strict_option_types` checks the typed text of.
 _NUMBER_TYPES = ("int", "float", "int range", "float range")
 _CHECKED_TYPES = ("str", "path", *_NUMBER_TYPES)
+# The path parameters that name a folder, per command; every other path names a file, whose
+# text may not end in '/': pathlib drops the slash, and '--plot x.png/' wrote a file x.png.
+FOLDER_PATHS = {"recommend": ("configs_out",), "calibrate": ("profile_path",), "plan": ("out",),
+                "bench plan": ("results", "out"), "bench fit": ("plan_dir", "results")}
 
 
 def option_text_problem(text: str, kind: str) -> str | None:
-    """What is wrong with the text typed for an option of click type `kind`, or None: a blank
-    value (an unset shell variable; for a path it became '.', for a name the default), and
-    for a number anything but ASCII digits and signs (Python's int() and float() read '１',
-    '١' and '1_0' as 1, 1 and 10). The numbers' ranges are the library's to check."""
+    """What is wrong with the text typed for an option of click type `kind` ('folder': a path
+    in FOLDER_PATHS), or None: a blank value (an unset shell variable; for a path it became
+    '.', for a name the default), a file's path ending in '/', and for a number anything but
+    ASCII digits and signs (Python's int() and float() read '１', '١' and '1_0' as 1, 1 and
+    10). The numbers' ranges are the library's to check."""
     if not text.strip():
-        return "the path is empty" if kind == "path" else "the value is empty"
+        return "the path is empty" if kind in ("path", "folder") else "the value is empty"
+    if kind == "path" and text.endswith(("/", os.sep)):
+        return f"{_cut(text)} ends in '/', which names a folder; give a file name"
     if kind in _NUMBER_TYPES and (not text.isascii() or "_" in text):
         return f"{_cut(text)} is not a number (ASCII digits only, no '_')"
     return None
 
 
-def strict_option_types(command: Any) -> Any:
+def strict_option_types(command: Any, where: str = "") -> Any:
     """`command` (and its subcommands) with every option and argument reading the typed text
     strictly (`option_text_problem`): a problem is a usage error naming the option, exit 2; a
-    float's -0.0 becomes 0.0 (a setup line read 'alpha -0'). Defaults are left as they are."""
+    float's -0.0 becomes 0.0 (a setup line read 'alpha -0'). Defaults are left as they are.
+    `where`: the command's words after `specsim` (a key of FOLDER_PATHS)."""
     for param in command.params:
         kind = getattr(param.type, "name", "")
-        if kind in _CHECKED_TYPES:
+        if kind == "path" and param.name in FOLDER_PATHS.get(where, ()):
+            kind = "folder"
+        if kind in (*_CHECKED_TYPES, "folder"):
             param.type = _strict_type(param.type, kind)
     command.make_parser = _once_parser(command.make_parser)
-    for sub in getattr(command, "commands", {}).values():
-        strict_option_types(sub)
+    for name, sub in getattr(command, "commands", {}).items():
+        strict_option_types(sub, f"{where} {name}".strip())
     return command
 
 

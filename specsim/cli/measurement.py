@@ -243,9 +243,9 @@ def calibrate(
     from specsim.specs.outputs import PLOT_SUFFIXES, check_writable, write_yaml
 
     check_calibration_options(fmt=fmt, device=device, model=model, tp=tp)
-    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"), reads=(profile_path,))
     if predictions is not None:
-        check_writable(predictions, force=force, suffixes=(".csv",))
+        check_writable(predictions, force=force, suffixes=(".csv",), reads=(profile_path,))
     if plot is not None:
         check_writable(plot, force=force, suffixes=PLOT_SUFFIXES)
     if len({p.resolve() for p in (out, predictions, plot) if p is not None}) < \

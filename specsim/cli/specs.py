@@ -103,7 +103,7 @@ def models_import(
     model_name = name or found.name
     slug = model_name.lower().replace("/", "-").replace(" ", "-")
     target = out or Path(f"{slug}.yaml")
-    check_writable(target, force=force, suffixes=(".yaml", ".yml"))
+    check_writable(target, force=force, suffixes=(".yaml", ".yml"), reads=(found.path,))
     data = read_config(found.path)
     spec = import_config(data, name=model_name, source=source or found.source,
                          where=str(found.path))
@@ -166,7 +166,7 @@ def drafters_import(
         require(name, display_name_problem, "option --name")
     if checkpoint is not None:
         check_hub_repo(checkpoint)
-    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"), reads=(Path(config),))
     found = locate_config(config)
     model = load_model(target)
     spec = import_drafter(read_config(found.path), target=model, target_name=target,

@@ -350,7 +350,7 @@ def acceptance_fit(
     from specsim.measurement.vllm_metrics import is_url
     from specsim.specs.outputs import check_writable
 
-    check_writable(out, force=force, suffixes=(".yaml", ".yml"))
+    check_writable(out, force=force, suffixes=(".yaml", ".yml"), reads=(Path(metrics),))
     if not is_url(metrics) and is_bench_result(Path(metrics)):
         _fit_bench(metrics, out, name=name, context=context, run=run,
                    draft_tokens=draft_tokens, force=force, as_json=as_json)

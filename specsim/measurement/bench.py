@@ -41,6 +41,7 @@ import numpy as np
 from specsim.engines import adapter
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.measurement.engine_results import EngineRun, read_engine_results
+from specsim.specs.defaults import MAX_BATCH, MAX_TP, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import FittedTerm, load_engine
 from specsim.specs.hardware import load_hardware
@@ -280,14 +281,86 @@ def expected_duration_s(plan: BenchPlan) -> float:
 
 
 def read_bench_plan(path: Path) -> BenchPlan:
-    """A plan written by `specsim bench plan` (its bench-plan.json)."""
+    """A plan written by `specsim bench plan` (its bench-plan.json), each field of the type
+    `bench fit` reads it as (`_check_plan_fields`)."""
     try:
         data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SpecError(f"{path}: not a plan written by `specsim bench plan` ({err})") from None
+    _check_plan_fields(data, path)
+    try:
         points = tuple(BenchPoint(**p) for p in data.pop("points"))
         servers = {k: tuple(v) for k, v in data.pop("servers").items()}
         return BenchPlan(points=points, servers=servers, **data)
-    except (OSError, ValueError, TypeError, KeyError) as err:
+    except TypeError as err:  # a key no plan has
         raise SpecError(f"{path}: not a plan written by `specsim bench plan` ({err})") from None
+
+
+def _check_plan_fields(data: object, path: Path) -> None:
+    """A hand-edited bench-plan.json, refused naming the field: a number or null as
+    engine_version, servers that are not a mapping, a point naming no server or without a
+    draft_tokens were an AttributeError or a KeyError of `bench fit`; a count of any type (a
+    string, -1, NaN) was carried into the fit."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: not a plan written by `specsim bench plan` (a JSON object)")
+
+    def check(block: dict[str, Any], key: str, kind: str, where: str = "",
+              low: float = 1, high: float = 1e6) -> None:
+        value = block.get(key)
+        if kind == "text":
+            ok = isinstance(value, str) and bool(value.strip())
+            need = "a non-empty string"
+        else:
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and \
+                (kind == "number" or isinstance(value, int)) and low <= value <= high
+            need = f"a number in [{low:g}, {high:g}]" if kind == "number" else \
+                f"an integer in {int(low):,}..{int(high):,}"
+        if not ok:
+            raise SpecError(f"{path}: field '{where}{key}' must be {need}, got {show(value)}")
+
+    for key in ("engine", "engine_version", "model", "hardware", "drafter"):
+        check(data, key, "text")
+    if data["engine"] not in ENGINES:
+        raise SpecError(f"{path}: field 'engine' = {show(data['engine'])} is not one of "
+                        f"{', '.join(ENGINES)}")
+    for key, low, high in (("tp", 1, MAX_TP), ("input_tokens", 1, 1e6),
+                           ("output_tokens", 8, 1e6)):
+        check(data, key, "integer", low=low, high=high)
+    if not isinstance(data.get("model_id", ""), str):
+        raise SpecError(f"{path}: field 'model_id' must be a string, got "
+                        f"{show(data['model_id'])}")
+    servers, env = data.get("servers"), data.get("server_env", {})
+    if not isinstance(servers, dict) or not all(
+            isinstance(v, list) and all(isinstance(w, str) for w in v) for v in servers.values()):
+        raise SpecError(f"{path}: field 'servers' must map each server id to the words of its "
+                        f"command, got {show(servers)}")
+    if not isinstance(env, dict) or not all(
+            isinstance(v, dict) and all(isinstance(x, str) for x in (*v, *v.values()))
+            for v in env.values()):
+        raise SpecError(f"{path}: field 'server_env' must map each server id to its "
+                        f"environment (names and values), got {show(env)}")
+    points = data.get("points")
+    if not isinstance(points, list) or not points:
+        raise SpecError(f"{path}: field 'points' must be a list of the plan's points, got "
+                        f"{show(points)}")
+    ids: set[str] = set()
+    for i, point in enumerate(points):
+        where = f"points[{i}]."
+        if not isinstance(point, dict):
+            raise SpecError(f"{path}: field 'points[{i}]' must be a mapping of a point's "
+                            f"fields, got {show(point)}")
+        for key in ("id", "why", "server"):
+            check(point, key, "text", where)
+        for key, low, high in (("concurrency", 1, MAX_BATCH), ("draft_tokens", 0, MAX_TREE_NODES),
+                               ("num_prompts", 1, 1e6)):
+            check(point, key, "integer", where, low=low, high=high)
+        check(point, "tokens_per_round", "number", where, high=point["draft_tokens"] + 1)
+        if point["server"] not in servers:
+            raise SpecError(f"{path}: field '{where}server' = {show(point['server'])} names no "
+                            "server of the plan's 'servers'")
+        if point["id"] in ids:
+            raise SpecError(f"{path}: field '{where}id' = {show(point['id'])} is given twice")
+        ids.add(point["id"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

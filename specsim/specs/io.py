@@ -206,6 +206,10 @@ MAX_YAML_NODES = 50_000
 # 4,300-digit limit on int() from text.
 MAX_INT_DIGITS = 100
 MAX_NUMBER = 1e18  # larger magnitudes in a spec are typos (e.g. 1e308), not hardware
+# Nonzero smaller magnitudes are typos too (5e-324): a bandwidth or an efficiency that small
+# made a time of inf, with numpy's overflow warnings. Far below any fitted term (the fits clamp
+# exp() at e^-60, about 1e-26), far above where a reciprocal overflows (about 1e-308).
+MIN_NUMBER = 1e-100
 
 
 def read_text(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) -> str:
@@ -556,7 +560,8 @@ def _is_number(value: object) -> bool:
 
 
 def check_number(value: int | float, where: str) -> None:
-    """Every number in a spec is finite and below MAX_NUMBER in magnitude.
+    """Every number in a spec is finite and below MAX_NUMBER in magnitude, and 0 or at least
+    MIN_NUMBER in magnitude.
 
     The one exception is `.inf` under `efficiency.` (a hard max in the GEMM model), which the
     efficiency dataclasses validate themselves.
@@ -568,10 +573,13 @@ def check_number(value: int | float, where: str) -> None:
     ok = math.isfinite(number) and abs(number) <= MAX_NUMBER
     if number == math.inf and "field 'efficiency." in where:
         ok = True
+    shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:21] + "..."
     if not ok:
-        shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:21] + "..."
         raise SpecError(f"{where} = {shown} is not a finite number of magnitude <= "
                         f"{MAX_NUMBER:.0e}")
+    if 0 < abs(number) < MIN_NUMBER:
+        raise SpecError(f"{where} = {shown} is not 0 and under {MIN_NUMBER:.0e} in magnitude "
+                        "(a typo: dividing by it overflows)")
 
 
 def _is_sourced_leaf(value: object) -> bool:

@@ -23,14 +23,16 @@ from specsim.specs.io import _StrictLoader, probe, show
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
-def check_writable(path: Path, *, force: bool, suffixes: tuple[str, ...] = ()) -> None:
+def check_writable(path: Path, *, force: bool, suffixes: tuple[str, ...] = (),
+                   reads: tuple[Path, ...] = ()) -> None:
     """Refuse an output path that cannot or should not be written, before any work is done.
 
     A folder, a symbolic link, a pipe, socket or device (the rename that writes an output
     would replace the node itself: as root, --force turned /dev/null into a file), a path
-    under an existing file, a name longer than the filesystem allows, or (given `suffixes`)
-    another extension is always refused; an existing file is refused unless `force` (every
-    command's --force). Whatever the OS says about the path is one SpecError.
+    under an existing file, a name longer than the filesystem allows, the file of one of the
+    command's inputs `reads` (--force replaced the config.json being imported), or (given
+    `suffixes`) another extension is always refused; an existing file is refused unless `force`
+    (every command's --force). Whatever the OS says about the path is one SpecError.
     """
     if suffixes and path.suffix.lower() not in suffixes:
         raise SpecError(f"{path}: output must end in {', '.join(suffixes)} "
@@ -45,6 +47,10 @@ def check_writable(path: Path, *, force: bool, suffixes: tuple[str, ...] = ()) -
         if path.exists() and not path.is_file():  # --force renamed a file over /dev/null
             raise SpecError(f"{path}: not a regular file (a pipe, socket or device); give a "
                             "file name")
+        for source in reads:
+            if path.exists() and _same_file(path, source):
+                raise SpecError(f"{path}: is the input file {source}; write the output to "
+                                "another name")
         for parent in path.parents:
             if parent.exists():
                 if not parent.is_dir():
@@ -86,6 +92,13 @@ def write_files(folder: Path, files: Mapping[str, bytes], *, force: bool) -> lis
         make_parent(path)
         atomic_write_bytes(path, data)
     return list(paths)
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return os.path.samefile(path, other)
+    except (OSError, ValueError):  # no such file, a name the OS refuses
+        return False
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:
