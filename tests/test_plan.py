@@ -610,3 +610,21 @@ def test_the_answer_states_the_error_of_decode_rates_like_its_own(tmp_path: Path
     groups = [r["published decode rates"]
               for r in csv.DictReader((tmp_path / "validate-rates.csv").open())]
     assert groups == ["AMD, MoE", "AMD, dense", "NVIDIA, MoE", "NVIDIA, dense"]
+
+
+def test_the_why_sentence_parts_add_up_to_its_round() -> None:
+    """At Kimi-K2's batch of 625 on GB200s the SGLang round's host work is a quarter of it or
+    more, so the answer splits the round: the arriving prompts' prefill, the GPU's verification
+    and drafting, and the host work the engine overlaps with them. With the overlap a round is
+    the longer of the GPU's part (prefill, verification, drafting) and the host's, so the
+    printed numbers (0.1 ms apart) add up that way."""
+    plan = make_plan(hardware="gb200", model="kimi-k2", drafters=None, engine="sglang",
+                     workload="chat", users=5000)
+    found = re.search(r"of its ([\d,.]+) ms \(([\d,.]+) ms of it the arriving prompts' "
+                      r"prefill\), the GPU's verification and drafting take ([\d,.]+) ms and "
+                      r"the engine's host work per speculative round \(engines/sglang.yaml\) "
+                      r"([\d,.]+) ms, done while the GPU runs", plan.why)
+    assert found, plan.why
+    total, prefill, gpu, host = (float(g.replace(",", "")) for g in found.groups())
+    assert total == pytest.approx(max(prefill + gpu, host), abs=0.15)
+    assert host > 0.25 * total

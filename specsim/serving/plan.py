@@ -540,8 +540,15 @@ def why_text(parts: list[DrafterPlan], answer: Setting, tn: TnTable) -> str:
     engine = table.setup.engine
     who = (f"the engine's host work per speculative round (engines/{engine.slug}.yaml)"
            if engine else "host work")
-    host_text = (f"; of its {table.round_s[i, k] * 1e3:,.1f} ms, the GPU's verification and "
-                 f"drafting take {gpu * 1e3:,.1f} ms and {who} {host * 1e3:,.1f} ms"
+    prefill = float(table.prefill_s[i, k])
+    overlap = engine is not None and engine.spec_overlap
+    host_text = (f"; of its {table.round_s[i, k] * 1e3:,.1f} ms"
+                 + (f" ({prefill * 1e3:,.1f} ms of it the arriving prompts' prefill)"
+                    if prefill > 0.0 else "")
+                 + f", the GPU's verification and drafting take {gpu * 1e3:,.1f} ms and {who} "
+                 + f"{host * 1e3:,.1f} ms"
+                 + (", done while the GPU runs (the engine overlaps the two)" if overlap
+                    else "")
                  if host > 0.25 * float(table.round_s[i, k]) else "")
     return (f"Why speculation {verdict} here: at batch {b:,} on TP {answer.tp}, the fastest "
             f"draft ({part.name}, {what}) makes each pass score {b * (nodes + 1):,} tokens "
