@@ -548,3 +548,12 @@ def test_a_published_row_of_trtllm_on_an_amd_gpu_is_refused(tmp_path: Path) -> N
     assert line.startswith(f"specsim: error: {rows}: row 'x': field 'engine': engine trtllm: "
                            "TensorRT-LLM ")
     assert "serves on NVIDIA GPUs only, and mi300x is AMD's" in line
+
+
+def test_engines_show_says_which_gpus_an_engine_serves_on() -> None:
+    import json
+
+    shown = json.loads(_run("engines", "show", "trtllm", "--json").stdout)
+    assert shown["vendors"] == ["NVIDIA"]
+    text = _run("engines", "show", "sglang").stdout.splitlines()
+    assert text[-1].startswith("serves on NVIDIA and AMD GPUs: sglang-0.5.23 wheel")

@@ -80,9 +80,13 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
         rows += [{"term": f"{block}.{dtype}", "value": rate, "from": "prior", "prior": None,
                   "source": e.sources.get(f"{block}.{dtype}", "")}
                  for dtype, rate in getattr(e, block).items()]
+    from specsim.engines import adapters
+
+    runs = next((a for a in adapters() if a.slug == e.base_slug), None)
+    vendors = list(runs.vendors) if runs is not None else None
     if as_json:
         echo(to_json({"engine": e.slug, "name": e.name, "version": e.version,
-                      "launch": e.launch, "terms": rows}))
+                      "launch": e.launch, "vendors": vendors, "terms": rows}))
         return
     overlap = "on" if e.spec_overlap else "off"
     echo(f"{e.name} {e.version} (launch: {e.launch}; speculative rounds overlap their host "
@@ -92,6 +96,9 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
     echo("kernel efficiency is the GPU's, not the engine's: a datasheet profile's kernels run "
          "at the transferred efficiency (specsim/specs/transferred.py; `specsim hardware show "
          "transferred/<gpu>`), a calibrated profile at its own fit")
+    if runs is not None:
+        echo(f"serves on {' and '.join(runs.vendors)} GPUs: "
+             f"{runs.args.rules.get('vendors_source', '')}")
 
 
 @app.command()
