@@ -146,6 +146,11 @@ def test_markdown_paragraph_keeps_code_spans_and_escapes_the_rest() -> None:
         "run `specsim plan --out <dir>` for \\*all\\*")
     # A stray backtick is text; no newline survives
     assert markdown_paragraph("a ` b\n# c") == "a \\` b \\# c"
+    # A name's backtick does not pair with a span of the report's own into code that carries
+    # the name's comment or link: what lies between is not a command, so it is escaped text,
+    # and the report's own span stays code
+    assert markdown_paragraph("Serve x`<!-- [a](b) on `specsim validate`") == (
+        "Serve x\\`\\<\\!-- \\[a\\](b) on `specsim validate`")
 
 
 def test_markdown_code_fence_outlasts_any_backtick_run() -> None:

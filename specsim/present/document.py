@@ -70,7 +70,11 @@ _SPECIAL = re.compile(r"[\\`*\[\]<>#|~&!]")
 _UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 # What starts a list item at the beginning of a line ('*', '#' and '>' are escaped anyway).
 _LIST_MARKER = re.compile(r"^([-+])|^(\d+)([.)])")
-_INLINE_CODE = re.compile(r"`([^`]+)`")
+# An inline code span of the report's own text: a command, an option or a path (letters,
+# digits, spaces and ./_:=,+-<>, as in `specsim plan --out <dir>`). A backtick in a spec's name
+# cannot pair with one of these into a span that carries the name's '<!--' or '[...](...)' past
+# the escaping: such a "span" is text, escaped like the rest.
+_INLINE_CODE = re.compile(r"`([A-Za-z0-9 ./_:=,+<>-]+)`")
 # In a code block, the controls but newline and tab.
 _CODE_CONTROL = re.compile(f"[{CONTROLS}]")
 
@@ -151,7 +155,7 @@ def to_html(blocks: list[Block], title: str, images: dict[str, bytes]) -> str:
         if b.kind == "h2":
             out.append(f"<h2>{html.escape(b.text)}</h2>")
         elif b.kind == "p":
-            text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(b.text))
+            text = _INLINE_CODE.sub(r"<code>\1</code>", html.escape(b.text))
             out.append(f"<p>{text}</p>")
         elif b.kind == "code":
             out.append(f"<pre><code>{html.escape(b.text)}</code></pre>")
