@@ -272,3 +272,21 @@ def test_recommend_commands_start_the_layout_they_were_timed_for() -> None:
         for rank in (0, 1)]
     (reason,) = got["trtllm"]
     assert isinstance(reason, str) and "TP 8 groups beside 16 expert GPUs" in reason
+
+
+def test_a_command_per_node_says_which_node_it_is_for() -> None:
+    """The commands of a replica over two nodes carry their rank (as in --node-rank) and the
+    label a user reads to paste each on the right machine; one MPI world (TensorRT-LLM) and a
+    one-node command carry none."""
+    from specsim.engines.parallel import parallel_commands
+
+    vllm = adapter("vllm")
+    tail = ("--max-num-seqs", "64")
+    one = EngineCommand(engine="vllm", version=vllm.version,
+                        argv=("vllm", "serve", "m", *tail), batches=(64,))
+    two = parallel_commands(vllm, one, tp=16, ep=1, gpus_per_node=8, tail=tail)
+    assert [(c.node, c.node_label) for c in two] == [((0, 2), "node 1 of 2"),
+                                                      ((1, 2), "node 2 of 2")]
+    assert [c.argv[c.argv.index("--node-rank") + 1] for c in two] == ["0", "1"]
+    (same,) = parallel_commands(vllm, one, tp=8, ep=1, gpus_per_node=8, tail=tail)
+    assert same.node is None and same.node_label == ""

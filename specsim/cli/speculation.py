@@ -264,6 +264,8 @@ def recommend(
                                     "argv": list(c.argv) if c.argv else None,
                                     "reason": c.reason,
                                     "batches": list(c.batches),
+                                    "node_rank": c.node[0] if c.node else None,
+                                    "nodes": c.node[1] if c.node else None,
                                     "files": [{"name": n, "text": t} for n, t in c.files],
                                     "files_written": [str(configs_out / n) for n, _ in c.files]
                                     if configs_out else []}
@@ -285,13 +287,14 @@ def recommend(
     for c in commands:
         engine_adapter = adapter(c.engine)
         label = engine_adapter.label
+        node = f", {c.node_label}" if c.node else ""
         if c.command is None:
             echo(f"{label}: {c.reason}")
         elif not engine_adapter.per_batch_schedule and len(commands) > 1:
-            echo(f"{label} ({c.batch_label or 'batch ' + ', '.join(map(str, c.batches))}): "
-                 f"{c.command}")
+            echo(f"{label} ({c.batch_label or 'batch ' + ', '.join(map(str, c.batches))}"
+                 f"{node}): {c.command}")
         else:
-            echo(f"{label}: {c.command}")
+            echo(f"{label}" + (f" ({c.node_label})" if c.node else "") + f": {c.command}")
         for name, text in c.files:  # the files the command reads, indented beside it
             where = ("written to --configs-out; run the command from there" if configs_out
                      else "as it must be written, or pass --configs-out DIR")

@@ -65,6 +65,14 @@ class EngineCommand:
     # Files the command reads, as (file name, text): TensorRT-LLM's extra-options YAML, which
     # `recommend` prints beside the command and `plan` writes into its report folder.
     files: tuple[tuple[str, str], ...] = ()
+    # (rank, nodes) of one node's command where a replica spans several nodes, each running
+    # its own (`engines.parallel`); None: the command starts the whole replica.
+    node: tuple[int, int] | None = None
+
+    @property
+    def node_label(self) -> str:
+        """"node 1 of 2" (ranks counted from 0 in the flags, from 1 here), or ""."""
+        return "" if self.node is None else f"node {self.node[0] + 1} of {self.node[1]}"
 
     @property
     def command(self) -> str | None:

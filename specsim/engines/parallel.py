@@ -132,5 +132,6 @@ def parallel_commands(engine: EngineAdapter, command: EngineCommand, *, tp: int,
                   str(rules["address_flag"]), address]
         if rank and rules.get("worker_switch"):
             launch.append(str(rules["worker_switch"]))
-        out.append(dataclasses.replace(command, argv=(*flags, *launch, *tail)))
+        out.append(dataclasses.replace(command, argv=(*flags, *launch, *tail),
+                                       node=(rank, nodes)))
     return out

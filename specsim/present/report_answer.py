@@ -177,11 +177,13 @@ def section_answer(plan: Plan, add: Callable[..., None]) -> None:
         return
     commands = plan.answer_commands
     if commands:
-        add("p", "Run it (each command starts one replica; "
+        add("p", "Run it (each command starts one replica, or its part on one node; "
             + ("start several and balance across them; " if plan.target_tokens_per_s else "")
             + "the engine settings for other loads are under Engine commands):")
-        add("code", "\n".join("\n".join([f"# {c.engine} {c.version}", *file_comments(c),
-                                          str(c.command)]) for c in commands))
+        add("code", "\n".join("\n".join([f"# {c.engine} {c.version}"
+                                           + (f" ({c.node_label})" if c.node else ""),
+                                           *file_comments(c), str(c.command)])
+                              for c in commands))
     elif s.nodes == 0:
         add("p", "Run it: start the engine without speculative flags"
             + (f", --tensor-parallel-size {s.tp} (vLLM) / --tp {s.tp} (SGLang)."

@@ -38,8 +38,9 @@ def command_lines(plan: Plan) -> list[tuple[str, str]]:
             if c.command is None:
                 lines.append(f"# {c.engine} {c.version}: {one_line(c.reason)}")
             else:
-                label = c.batch_label or (f"batch {_batch_text(c.batches)}" if c.batches
-                                          else "")
+                label = ", ".join(x for x in (
+                    c.batch_label or (f"batch {_batch_text(c.batches)}" if c.batches else ""),
+                    c.node_label) if x)
                 lines += [f"# {c.engine} {c.version}" + (f" ({label})" if label else ""),
                           *file_comments(c), c.command]
         out.append((d.name, "\n".join(lines)))
