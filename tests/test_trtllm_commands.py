@@ -509,19 +509,19 @@ def test_on_an_amd_gpu_trtllm_has_no_command_and_refuses_to_time() -> None:
                          schedule_chain=rows)
     setup, _ = load_setup(hardware="mi300x", drafter="eagle3-llama-3.1-8b", engine="vllm")
     by_engine = {c.engine: c for c in engine_commands(rec, setup)}
-    assert by_engine["vllm"].argv and "serves on" not in by_engine["sglang"].reason
+    assert by_engine["vllm"].argv and "runs on" not in by_engine["sglang"].reason
     assert by_engine["trtllm"].argv == ()
     assert by_engine["trtllm"].reason == (
-        f"TensorRT-LLM {adapter('trtllm').version} serves on NVIDIA GPUs only, not AMD's "
+        f"TensorRT-LLM {adapter('trtllm').version} runs on NVIDIA GPUs in specsim, not AMD's "
         "(engines/trtllm.yaml: speculative.vendors)")
     assert set(engine_cells(rec, setup.drafter, "AMD")) == {"vllm_k", "sglang"}
     assert set(engine_cells(rec, setup.drafter, "NVIDIA")) == {"vllm_k", "sglang", "trtllm_k"}
     out = _run("recommend", "--hardware", "mi300x", "--engine", "trtllm")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [
-        f"specsim: error: engine trtllm: TensorRT-LLM {adapter('trtllm').version} serves on "
-        "NVIDIA GPUs only, and mi300x is AMD's (engines/trtllm.yaml: speculative.vendors); on "
-        "it: --engine vllm or sglang"]
+        f"specsim: error: engine trtllm: TensorRT-LLM {adapter('trtllm').version} runs on "
+        "NVIDIA GPUs in specsim, and mi300x is AMD's (engines/trtllm.yaml: "
+        "speculative.vendors); on it: --engine vllm or sglang"]
 
 
 def test_an_amd_plan_names_and_writes_no_trtllm_command(tmp_path: Path) -> None:
@@ -547,7 +547,7 @@ def test_a_published_row_of_trtllm_on_an_amd_gpu_is_refused(tmp_path: Path) -> N
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith(f"specsim: error: {rows}: row 'x': field 'engine': engine trtllm: "
                            "TensorRT-LLM ")
-    assert "serves on NVIDIA GPUs only, and mi300x is AMD's" in line
+    assert "runs on NVIDIA GPUs in specsim, and mi300x is AMD's" in line
 
 
 def test_engines_show_says_which_gpus_an_engine_serves_on() -> None:
@@ -556,4 +556,4 @@ def test_engines_show_says_which_gpus_an_engine_serves_on() -> None:
     shown = json.loads(_run("engines", "show", "trtllm", "--json").stdout)
     assert shown["vendors"] == ["NVIDIA"]
     text = _run("engines", "show", "sglang").stdout.splitlines()
-    assert text[-1].startswith("serves on NVIDIA and AMD GPUs: sglang-0.5.23 wheel")
+    assert text[-1].startswith("runs on NVIDIA and AMD GPUs in specsim: sglang-0.5.23 wheel")

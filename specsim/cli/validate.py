@@ -97,7 +97,7 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
          "at the transferred efficiency (specsim/specs/transferred.py; `specsim hardware show "
          "transferred/<gpu>`), a calibrated profile at its own fit")
     if runs is not None:
-        echo(f"serves on {' and '.join(runs.vendors)} GPUs: "
+        echo(f"runs on {' and '.join(runs.vendors)} GPUs in specsim: "
              f"{runs.args.rules.get('vendors_source', '')}")
 
 

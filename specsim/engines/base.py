@@ -290,8 +290,8 @@ class EngineAdapter:
     def not_on(self, vendor: str) -> EngineCommand:
         """The answer on a GPU of a vendor the engine does not serve on."""
         where = self.spec_path or f"engines/{self.slug}.yaml"
-        return self.refuse(f"{self.label} serves on {' and '.join(self.vendors)} GPUs only, "
-                           f"not {vendor}'s ({where}: speculative.vendors)")
+        return self.refuse(f"{self.label} runs on {' and '.join(self.vendors)} GPUs in "
+                           f"specsim, not {vendor}'s ({where}: speculative.vendors)")
 
     def check_runs(self, drafter: Drafter | None) -> None:
         """Refuse (SpecError) timing `drafter` on this engine where it has no method for the
@@ -356,18 +356,19 @@ def check_engine_runs(engine_slug: str, drafter: Drafter | None) -> None:
 
 
 def check_engine_serves(engine_slug: str, vendor: str, gpu: str) -> None:
-    """Refuse timing on the engine `engine_slug` a GPU (`gpu`, of `vendor`) it does not serve
-    on: its terms are that engine's on its own GPUs, and its commands would not start (engines
-    without an adapter, the roofline and hf-eager, time any GPU)."""
+    """Refuse timing on the engine `engine_slug` a GPU (`gpu`, of `vendor`) it does not run on
+    in specsim (`EngineAdapter.vendors`): its terms are that engine's on its own GPUs, and its
+    commands would not start (engines without an adapter, the roofline and hf-eager, time any
+    GPU)."""
     engine = _REGISTRY.get(engine_slug)
     if engine is not None and not engine.runs_on(vendor):
         where = engine.spec_path or f"engines/{engine.slug}.yaml"
-        others = ", ".join(a.slug for a in adapters(vendor))
-        raise SpecError(f"engine {engine_slug}: {engine.label} serves on "
-                        f"{' and '.join(engine.vendors)} GPUs only, and {one_line(gpu)} is "
-                        f"{vendor}'s ({where}: speculative.vendors)"
-                        + (f"; on it: --engine {others.replace(', ', ' or ')}" if others
-                           else ""))
+        others = " or ".join(a.slug for a in adapters(vendor))
+        raise SpecError(f"engine {engine_slug}: {engine.label} runs on "
+                        f"{' and '.join(engine.vendors)} GPUs in specsim, and {one_line(gpu)} "
+                        f"is {one_line(vendor)}'s ({where}: speculative.vendors); "
+                        + (f"on it: --engine {others}" if others else
+                           "no engine runs on it: --engine roofline prices the GPU alone"))
 
 
 def tp_args(flag: str, tp: int) -> list[str]:
