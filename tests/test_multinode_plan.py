@@ -247,3 +247,21 @@ def test_cli_refuses_a_layout_in_one_line(tmp_path) -> None:  # type: ignore[no-
         assert result.returncode == 2, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"specsim: error: {line}")
+
+
+def test_the_per_batch_commands_of_a_two_node_replica_carry_each_flag_once() -> None:
+    """DeepSeek-V3 at TP 16 on 8-GPU H100 nodes: the engine commands the plan lists per batch
+    range are the replica's, one per node, spread once: each names --nnodes / --node-rank
+    once, rank 0 then 1 (they were spread twice, by `recommend`'s commands and again by the
+    plan, and carried both ranks)."""
+    from specsim.serving.plan import make_plan
+
+    plan = make_plan(hardware="h100-sxm", model="deepseek-v3", drafters=None, engine="vllm",
+                     workload="chat", tps=(16,))
+    vllm = [c for d in plan.drafters for c in d.commands if c.engine == "vllm" and c.argv]
+    assert vllm
+    for c in vllm:
+        assert c.argv.count("--nnodes") == 1 and c.argv.count("--node-rank") == 1
+        assert c.argv.count("--max-num-seqs") == 1
+    assert [c.argv[c.argv.index("--node-rank") + 1] for c in vllm] == ["0", "1"]
+    assert [c.node_label for c in vllm] == ["node 1 of 2", "node 2 of 2"]

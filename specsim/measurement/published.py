@@ -16,6 +16,7 @@ are prefilled between decoding steps). A concurrency row states its prompt and o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -391,12 +392,20 @@ def _check_serves(where: str, engine: str, hardware: str) -> None:
     """A row measured on an engine that does not serve on its GPU's vendor (TensorRT-LLM on
     an AMD GPU) is a mistake in the row: refused, naming the field."""
     from specsim.engines import check_engine_serves
-    from specsim.specs.hardware import load_hardware
 
     try:
-        check_engine_serves(engine, load_hardware(hardware).vendor, hardware)
+        check_engine_serves(engine, _vendor(hardware), hardware)
     except SpecError as err:
         raise SpecError(f"{where}: field 'engine': {err}") from None
+
+
+@functools.cache
+def _vendor(hardware: str) -> str:
+    """The vendor of a built-in GPU (rows name built-in ones only, `_check_known`): read once,
+    not once per row (a profile read is ~1 ms, 231 rows a load)."""
+    from specsim.specs.hardware import load_hardware
+
+    return load_hardware(hardware).vendor
 
 
 def _check_known(where: str, kind: str, name: str) -> None:

@@ -711,8 +711,13 @@ class GroupError:
     wrong_sign: int  # speedup rows predicted on the other side of 1 than measured
 
 
+# The summary key of the absolute decode rates per GPU vendor and model kind: its groups are
+# named f"{RATES}={rates_group(vendor, moe)}".
+RATES = "rates"
+
+
 GROUP_KEYS: tuple[str, ...] = ("kind", "batch", "engine", "vendor", "moe", "benchmark",
-                               "with tau", "family", "metric", "weights", "rates")
+                               "with tau", "family", "metric", "weights", RATES)
 BATCH_GROUPS = ((1, "1"), (15, "2-15"))  # a row's batch group: the first whose bound it is
 # within, else ">=16" (batch 1 is latency-bound; 2-15 the small batches; >= 16 served batches)
 
@@ -744,7 +749,7 @@ def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
         "weights": lambda v: _weights(v.row),
         "moe": lambda v: str(_is_moe(v.row.model)).lower(),
         "panel": lambda v: PANELS[v.metric],
-        "rates": lambda v: rates_group(_builtin_hardware(v.row.hardware).vendor,
+        RATES: lambda v: rates_group(_builtin_hardware(v.row.hardware).vendor,
                                        _is_moe(v.row.model)) if v.metric in ABSOLUTE else ""}
     groups: list[tuple[str, list[Validation]]] = [("all", done)]
     for label in keys:
@@ -782,7 +787,7 @@ def held_out_summary() -> tuple[GroupError, ...]:
     cached = _read_summary(path)
     if cached is not None:
         return cached
-    summary = tuple(error_summary(validate(load_published()), keys=("family", "rates")))
+    summary = tuple(error_summary(validate(load_published()), keys=("family", RATES)))
     _write_summary(path, summary)
     return summary
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, DEFAULT_WORKSPACE_TOKENS
 from specsim.forward.ops import ROUTING_LOCALITY
+from specsim.measurement.validate import RATES
 from specsim.present.document import Row, without_checkout
 from specsim.present.report_hardware import profile_kind
 from specsim.present.report_speculation import acceptance_text
@@ -26,15 +27,15 @@ def validate_rows(plan: Plan) -> list[Row]:
             if g.group == "all" or g.group.startswith("family=")]
 
 
-RATES = "rates="  # `specsim validate`'s groups of absolute decode rates (validate.rates_group)
+RATE_GROUP = f"{RATES}="  # `specsim validate`'s groups of absolute decode rates
 
 
 def rate_rows(plan: Plan) -> list[Row]:
     """`specsim validate`'s error on published absolute decode rates, per GPU vendor and
     dense / MoE model; the signed median positive where specsim predicts faster."""
-    return [{"published decode rates": g.group.removeprefix(RATES), "rows": g.rows,
+    return [{"published decode rates": g.group.removeprefix(RATE_GROUP), "rows": g.rows,
              "median, predicted over measured speed, less 1 (%)": 100 * g.median_signed_error}
-            for g in plan.validation if g.group.startswith(RATES)]
+            for g in plan.validation if g.group.startswith(RATE_GROUP)]
 
 
 def rate_sentence(plan: Plan) -> str:

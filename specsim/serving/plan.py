@@ -20,7 +20,6 @@ import numpy as np
 
 from specsim.engines import (
     EngineAdapter,
-    adapter,
     adapters,
     block_only,
     check_engine_runs,
@@ -32,7 +31,7 @@ from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.forward.cost import check_layout
 from specsim.forward.memory import serving_memory
-from specsim.measurement.validate import GroupError, held_out_summary, rates_group
+from specsim.measurement.validate import RATES, GroupError, held_out_summary, rates_group
 from specsim.serving.capacity import (
     BATCH_GRID,
     TP_DEGREES,
@@ -56,7 +55,6 @@ from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import Engine, engine_or_none, load_engine
 from specsim.specs.hardware import (
-    DEFAULT_NODE_GPUS,
     Hardware,
     layout_problem,
     load_hardware,
@@ -269,17 +267,10 @@ def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
     sweep = speedup_table(one, RECOMMEND_BATCH, cands)
     rec = recommend(one, profile, RECOMMEND_BATCH, max_nodes=MAX_NODES, shape="auto")
     bound = _bound(one, profile)
-    try:
+    try:  # for `one`'s layout: one command per node where it spans several (engine_commands)
         commands, no_commands = tuple(engine_commands(rec, one)), ""
     except SpecError as err:
         commands, no_commands = (), str(err)
-    node = base.hardware.node
-    commands = tuple(
-        spread for c in commands for spread in (
-            parallel_commands(adapter(c.engine), c, tp=fit.tp, ep=fit.ep,
-                              gpus_per_node=node.gpus if node else DEFAULT_NODE_GPUS,
-                              tail=adapter(c.engine).cap_args(max(c.batches), c.step_tokens))
-            if c.argv and c.batches else [c]))
     return DrafterPlan(name=name, drafter=drafter, profile=profile, tables=tables,
                        speedup=sweep, recommendation=rec, setup=one, bound=bound,
                        curves=speedup_curves(sweep),
@@ -457,7 +448,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
                 best=best, best_plain=best_plain, best_speculative=drafting,
                 closest=closest, policies=policies, policy_drafter=policy_drafter, notes=notes,
                 validation=(summary := held_out_summary()), disaggregated=split,
-                rate_error=next((g for g in summary if g.group == "rates=" + rates_group(
+                rate_error=next((g for g in summary if g.group == f"{RATES}=" + rates_group(
                     hw.vendor, target.moe is not None)), None))
     answer = best or best_plain
     tn = tn_table(target, hw, base.engine, tp=answer.tp if answer else 1)
@@ -666,8 +657,7 @@ def setting_adapters(plan: Plan, s: Setting) -> list[EngineAdapter]:
 def setting_engines(plan: Plan, s: Setting) -> list[str]:
     """The names of the engines that build a setting ("vLLM", "SGLang"), as printed; for a
     layout past one TP group or node, those that record its flags (`engines.parallel`)."""
-    node = plan.hardware.node
-    wide = s.ep > 1 or s.unit_gpus > (node.gpus if node else DEFAULT_NODE_GPUS)
+    wide = s.ep > 1 or s.unit_gpus > plan.hardware.gpus_per_node
     return [a.name for a in setting_adapters(plan, s)
             if not wide or isinstance(a.args.rules.get("parallel"), dict)]
 
@@ -723,6 +713,5 @@ def _all_commands(plan: Plan, s: Setting) -> list[EngineCommand]:
 def _spread(plan: Plan, engine: EngineAdapter, s: Setting, command: EngineCommand,
             cap: tuple[str, ...]) -> list[EngineCommand]:
     """`command` for the setting's layout (`engines.parallel.parallel_commands`)."""
-    node = plan.hardware.node
     return parallel_commands(engine, command, tp=s.tp, ep=s.ep, tail=cap,
-                             gpus_per_node=node.gpus if node else DEFAULT_NODE_GPUS)
+                             gpus_per_node=plan.hardware.gpus_per_node)

@@ -277,6 +277,12 @@ class Hardware:
         pricing of every profile before the block existed)."""
         return self.node.scale_up_gpus if self.node is not None else MAX_NODE_GPUS
 
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs one machine holds: the `node` block's, else the 8-GPU board of every HGX and
+        MI300-series platform (DEFAULT_NODE_GPUS), over which a launch spreads its commands."""
+        return self.node.gpus if self.node is not None else DEFAULT_NODE_GPUS
+
 
 # GPUs per node assumed where a profile has no `node` block: the 8-GPU board of every HGX and
 # MI300-series platform; a layout past it is refused rather than priced as one NVLink domain.

@@ -33,7 +33,6 @@ from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S_PER_USER, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter
 from specsim.specs.engines import Engine, load_engine
-from specsim.specs.hardware import DEFAULT_NODE_GPUS
 from specsim.speculation import engine_time
 from specsim.speculation.round_structures import (
     STRUCTURES,
@@ -421,7 +420,6 @@ def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
     the layout's flags and one command per node, as the plan's do (`engines.parallel`); an
     engine on a GPU of a vendor it does not serve gets the line saying so."""
     hw = setup.hardware
-    per_node = hw.node.gpus if hw.node is not None else DEFAULT_NODE_GPUS
     out: list[EngineCommand] = []
     for a in adapters():
         if not a.runs_on(hw.vendor):
@@ -435,8 +433,8 @@ def engine_commands(rec: Recommendation, setup: Setup) -> list[EngineCommand]:
             # the setup's layout (data / expert parallelism, a replica over several nodes):
             # the plan's commands for it, one per node (`engines.parallel`)
             out += parallel_commands(a, dataclasses.replace(c, argv=(*c.argv, *cap)),
-                                     tp=setup.tp, ep=setup.ep, gpus_per_node=per_node,
-                                     tail=cap)
+                                     tp=setup.tp, ep=setup.ep,
+                                     gpus_per_node=hw.gpus_per_node, tail=cap)
     return out
 
 
