@@ -287,11 +287,19 @@ class EngineAdapter:
         """Whether the engine serves on GPUs of `vendor` (a hardware profile's `vendor`)."""
         return vendor in self.vendors
 
+    @property
+    def vendors_text(self) -> str:
+        """"runs on NVIDIA and AMD GPUs in specsim", for the lines that refuse another's."""
+        return f"{self.label} runs on {' and '.join(self.vendors)} GPUs in specsim"
+
+    @property
+    def vendors_rule(self) -> str:
+        """Where the vendors are recorded: "engines/<slug>.yaml: speculative.vendors"."""
+        return f"{self.spec_path or f'engines/{self.slug}.yaml'}: speculative.vendors"
+
     def not_on(self, vendor: str) -> EngineCommand:
         """The answer on a GPU of a vendor the engine does not serve on."""
-        where = self.spec_path or f"engines/{self.slug}.yaml"
-        return self.refuse(f"{self.label} runs on {' and '.join(self.vendors)} GPUs in "
-                           f"specsim, not {vendor}'s ({where}: speculative.vendors)")
+        return self.refuse(f"{self.vendors_text}, not {vendor}'s ({self.vendors_rule})")
 
     def check_runs(self, drafter: Drafter | None) -> None:
         """Refuse (SpecError) timing `drafter` on this engine where it has no method for the
@@ -362,11 +370,9 @@ def check_engine_serves(engine_slug: str, vendor: str, gpu: str) -> None:
     GPU)."""
     engine = _REGISTRY.get(engine_slug)
     if engine is not None and not engine.runs_on(vendor):
-        where = engine.spec_path or f"engines/{engine.slug}.yaml"
         others = " or ".join(a.slug for a in adapters(vendor))
-        raise SpecError(f"engine {engine_slug}: {engine.label} runs on "
-                        f"{' and '.join(engine.vendors)} GPUs in specsim, and {one_line(gpu)} "
-                        f"is {one_line(vendor)}'s ({where}: speculative.vendors); "
+        raise SpecError(f"engine {engine_slug}: {engine.vendors_text}, and {one_line(gpu)} "
+                        f"is {one_line(vendor)}'s ({engine.vendors_rule}); "
                         + (f"on it: --engine {others}" if others else
                            "no engine runs on it: --engine roofline prices the GPU alone"))
 
