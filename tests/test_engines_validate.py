@@ -1055,3 +1055,98 @@ def test_a_versus_row_is_one_speculative_setting_over_another(write_yaml: Any) -
     lost = write_yaml("vl.yaml", {"rows": [ref, {**row, "versus": "nope"}]})
     with pytest.raises(SpecError, match=r"field 'versus': no other row 'nope'"):
         load_published([str(lost)])
+
+
+def test_an_fp8_cache_streams_at_the_engines_kv_rate_by_head_width() -> None:
+    """vLLM's FP8 attention reads its cache at 0.926 (head width 128) of its bf16 kernel's
+    rate: each memory-bound attention op's cache read costs 1 / 0.926 of its roofline time,
+    summed by hand; a bf16 cache and an engine without the block add nothing. The nearest
+    listed width by ratio: 96 -> hd128 (96/64 = 1.5 > 128/96 = 1.33), 90 -> hd64."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.models import load_model
+
+    hw = load_hardware("h100-sxm")
+    vllm = load_engine("vllm")
+    assert vllm.kv_efficiency("fp8", 128) == 0.926 and vllm.kv_efficiency("fp8", 64) == 0.625
+    assert vllm.kv_efficiency("fp8", 96) == 0.926 and vllm.kv_efficiency("fp8", 90) == 0.625
+    assert vllm.kv_efficiency("fp8", 512) == 0.735 and vllm.kv_efficiency("bf16", 128) == 1.0
+    shape = batch_mix_passes(8.0, np.array([1.0]), np.array([20000.0]))
+    model = load_model("llama-3.1-8b")
+    fp8 = pass_cost(model, hw, shape, precision=Precision(kv_dtype="fp8"))
+    by_hand = sum(c.op.layers * c.op.kv_read_bytes[0] / c.bandwidth_bytes_per_s
+                  * (1 / 0.926 - 1) for c in fp8.ops if c.op.op_class == "attention")
+    got = float(engine_time.quantized_kv_extra_s(vllm, fp8)[0])
+    assert got == pytest.approx(by_hand, rel=1e-12) and got > 0
+    bf16 = pass_cost(model, hw, shape, precision=Precision(kv_dtype="bf16"))
+    assert float(engine_time.quantized_kv_extra_s(vllm, bf16)[0]) == 0.0
+    plain = dataclasses.replace(vllm, kv_dtype_efficiency={})
+    assert float(engine_time.quantized_kv_extra_s(plain, fp8)[0]) == 0.0
+
+
+def test_vllm_fp8_cache_slope_is_the_measured_share_of_the_bf16_one() -> None:
+    """The vLLM blog's H100 single-request sweep (2026-04-22, FlashAttention 3): the time per
+    decoding step grows by 4.37e-5 ms per cached token with a BF16 cache and 2.37e-5 with an
+    FP8 one (54%) on Llama-3.1-8B. specsim's step times at 256 and 125,000 cached tokens give
+    slopes within 10% of each and their ratio within 3 points of 54% (ideal halving: 50%)."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.hardware import kernel_profile
+    from specsim.specs.models import load_model
+
+    hw = kernel_profile(load_hardware("h100-sxm"))  # the kernels the roofline command times
+    vllm, model = load_engine("vllm"), load_model("llama-3.1-8b")
+    slope = {}
+    for kv in ("bf16", "fp8"):
+        t = [float(engine_time.engine_kernel_s(vllm, hw, pass_cost(
+            model, hw, batch_mix_passes(1.0, np.array([1.0]), np.array([ctx])),
+            precision=Precision(kv_dtype=kv)))[0]) for ctx in (256.0, 125000.0)]
+        slope[kv] = (t[1] - t[0]) / (125000 - 256) * 1e3  # ms per token
+    assert slope["bf16"] == pytest.approx(4.37e-5, rel=0.10)
+    assert slope["fp8"] == pytest.approx(2.37e-5, rel=0.10)
+    assert slope["fp8"] / slope["bf16"] == pytest.approx(0.54, abs=0.03)
+
+
+def test_engine_kv_dtype_efficiency_block_is_checked(write_yaml: Any) -> None:
+    """A kv_dtype_efficiency entry names a quantized KV dtype and a head width hd<N>, with a
+    rate in (0, 1]; anything else is one line naming the file and field."""
+    good = write_yaml("kv.yaml", {**ENGINE, "kv_dtype_efficiency": {
+        "source": "s", "fp8": {"hd128": 0.9, "hd64": 0.6}}})
+    assert load_engine(str(good)).kv_dtype_efficiency == {"fp8": ((64.0, 0.6), (128.0, 0.9))}
+    cases = (({"fp9": {"hd128": 0.9}}, r"block 'kv_dtype_efficiency': unknown field 'fp9'"),
+             ({"fp8": {"h128": 0.9}}, r"field 'kv_dtype_efficiency.fp8.h128' must be hd<N>"),
+             ({"fp8": {"hd0": 0.9}}, r"field 'kv_dtype_efficiency.fp8.hd0' must be hd<N>"),
+             ({"fp8": {"hd128": 1.5}}, r"field 'kv_dtype_efficiency.fp8.hd128' must be <= 1"),
+             ({"fp8": {"hd128": 0}}, r"field 'kv_dtype_efficiency.fp8.hd128' must be > 0"),
+             ({"fp8": {}}, r"field 'kv_dtype_efficiency.fp8' must list at least one"))
+    for i, (block, why) in enumerate(cases):
+        path = write_yaml(f"kv{i}.yaml", {**ENGINE, "kv_dtype_efficiency": {"source": "s",
+                                                                           **block}})
+        with pytest.raises(SpecError, match=rf"kv{i}.yaml: {why}"):
+            load_engine(str(path))
+
+
+def test_a_published_row_carries_its_kv_dtype_to_the_timing(write_yaml: Any) -> None:
+    """The vLLM blog's Llama-3.1-8B rows at concurrency 8 with 20k-token prompts run the same
+    setup with a BF16 and an FP8 cache: the FP8 row's step is faster, by less than the
+    halved cache reads alone give (the engine's FP8 kernel rate). A KV dtype that is not one
+    is one line naming the row and field."""
+    from specsim.measurement.validate import row_parts
+
+    rows = {r.id: r for r in load_published(["plain-decode-moe-amd"]) if "fp8kv" in r.id}
+    bf16 = rows["vllmblog-fp8kv-h100-llama31-8b-bf16kv-tp1-c8"]
+    fp8 = rows["vllmblog-fp8kv-h100-llama31-8b-fp8kv-tp1-c8"]
+    assert (bf16.kv_dtype, fp8.kv_dtype) == ("bf16", "fp8")
+    vllm = load_engine("vllm")
+    ideal = dataclasses.replace(vllm, kv_dtype_efficiency={})
+    t_bf16, t_fp8 = row_parts(bf16, vllm).baseline_s, row_parts(fp8, vllm).baseline_s
+    assert row_parts(fp8, ideal).baseline_s < t_fp8 < t_bf16
+    row = {"id": "r1", "source": "s", "model": "qwen3-8b", "hardware": "h100-sxm",
+           "engine": "vllm", "batch": 1, "benchmark": "batch", "dataset": "d",
+           "method": "plain", "shape": "chain", "baseline_tokens_per_s": 100.0,
+           "kv_dtype": "fp7"}
+    path = write_yaml("kvrow.yaml", {"rows": [row]})
+    with pytest.raises(SpecError, match=r"kvrow.yaml: row 'r1': field 'kv_dtype' must be one"):
+        load_published([str(path)])

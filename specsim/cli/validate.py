@@ -80,6 +80,10 @@ def engines_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")]
         rows += [{"term": f"{block}.{dtype}", "value": rate, "from": "prior", "prior": None,
                   "source": e.sources.get(f"{block}.{dtype}", "")}
                  for dtype, rate in getattr(e, block).items()]
+    rows += [{"term": f"kv_dtype_efficiency.{dtype}.hd{width:g}", "value": rate,
+              "from": "prior", "prior": None,
+              "source": e.sources.get(f"kv_dtype_efficiency.{dtype}.hd{width:g}", "")}
+             for dtype, points in e.kv_dtype_efficiency.items() for width, rate in points]
     from specsim.engines import adapters
 
     runs = next((a for a in adapters() if a.slug == e.base_slug), None)

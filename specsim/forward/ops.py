@@ -24,8 +24,8 @@ from specsim.specs.models import Model, check_parallel
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionKernel:
     """An attention op's kernel geometry on one GPU: the pass's requests (`shape`), the query
-    and KV heads and head width per GPU, the bytes of one cached K or V element, and the
-    window (inf: full attention)."""
+    and KV heads and head width per GPU, the bytes of one cached K or V element and its dtype,
+    and the window (inf: full attention)."""
 
     shape: PassShape
     q_heads: float
@@ -33,6 +33,7 @@ class AttentionKernel:
     head_dim: float
     kv_elem_bytes: float
     window: float = np.inf
+    kv_dtype: str = "bf16"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,7 +252,7 @@ def _attention_kernels(b: _Builder) -> None:
         kernel = None if m.mla is not None else AttentionKernel(
             shape=s, q_heads=heads, kv_heads=float(kv_heads_per_gpu(m.kv_heads_of(kind), tp)),
             head_dim=(qk_dim + v_dim) / 2, kv_elem_bytes=BYTES_PER_PARAM[b.kv_dtype],
-            window=float(window))
+            window=float(window), kv_dtype=b.kv_dtype)
         b.other("attention" if kind == "full_attention" else "sliding_attention", "attention",
                 counts[kind], activation=w.activation_bytes, kv_read=w.kv_read_bytes,
                 kv_write=w.kv_write_bytes, flops=w.flops, kernel=kernel)

@@ -49,6 +49,7 @@ FILE_KEYS = ("about", "rows", "fit")
 ROW_KEYS = (
     *REQUIRED,
     "engine_version", "tp", "ep", "group", "temperature", "weight_dtype",  # setup as published
+    "kv_dtype",  # the KV cache's dtype where the source ran a quantized one (default bf16)
     "drafter", "drafter_spec", "drafter_takes_target_width",  # the drafter, and its spec
     "drafter_spec_stands_in",  # the spec stands for another checkpoint made for this target
     "draft_tokens", "depth", "topk",  # speculation setting
@@ -67,7 +68,8 @@ ROW_KEYS = (
 # Fields that hold text (names, ids, prose): a number, list or mapping there is a mistake,
 # which str() would have turned into a name, a source or a note.
 TEXT_KEYS = ("id", "source", "model", "hardware", "engine", "benchmark", "dataset", "method",
-             "shape", "engine_version", "group", "weight_dtype", "drafter", "drafter_spec",
+             "shape", "engine_version", "group", "weight_dtype", "kv_dtype", "drafter",
+             "drafter_spec",
              "sweep_reference", "versus", "assumption", "notes")
 # Caps on a row's counts, those of the CLI's options for the same quantities (a batch of 10**9
 # or a TP of 10**6 is a typo, and the TP one was reported as the option --tp).
@@ -113,6 +115,7 @@ class PublishedRow:
     spec_tokens_per_s: float | None  # measured tokens/s with speculation (all requests)
     assumed: tuple[str, ...]
     weight_dtype: str = ""  # stored weights when they differ from the model's ('' = its own)
+    kv_dtype: str = "bf16"  # the KV cache's dtype
     ep: int = 1  # GPUs the routed experts are spread over (expert parallel); 1: none
     # A batch sweep without tau: the id of the sweep's row this row's speedup is divided by
     # (same setting, another batch); tau cancels in the ratio, so the row tests the trend.
@@ -241,7 +244,8 @@ def _check_sweeps(rows: list[PublishedRow]) -> None:
             raise SpecError(f"{where}: both rows need a measured speedup, and the reference "
                             "no reference of its own")
         same = ("model", "hardware", "engine", "tp", "ep", "method", "drafter_spec", "shape",
-                "draft_tokens", "depth", "weight_dtype", "requests", "output_cv", "spec_overlap")
+                "draft_tokens", "depth", "weight_dtype", "kv_dtype", "requests", "output_cv",
+                "spec_overlap")
         differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
         if differ:
             raise SpecError(f"{where}: the reference differs in {', '.join(differ)}")
@@ -259,8 +263,8 @@ def _check_versus(rows: list[PublishedRow]) -> None:
         if r.plain or ref.plain or r.tau is None or ref.tau is None or r.speedup is None:
             raise SpecError(f"{where}: both rows speculate and publish tau, and this one its "
                             "speedup over the other")
-        same = ("model", "hardware", "engine", "tp", "ep", "batch", "weight_dtype", "requests",
-                "output_cv", "spec_overlap", "benchmark")
+        same = ("model", "hardware", "engine", "tp", "ep", "batch", "weight_dtype", "kv_dtype",
+                "requests", "output_cv", "spec_overlap", "benchmark")
         differ = [k for k in same if getattr(ref, k) != getattr(r, k)]
         if differ:
             raise SpecError(f"{where}: the row compared with differs in {', '.join(differ)}")
@@ -298,7 +302,7 @@ def _row(item: object, path: Path, index: int, fit: bool = True) -> PublishedRow
         baseline_tokens_per_s=_optional_number(item, "baseline_tokens_per_s", where),
         spec_tokens_per_s=_optional_number(item, "spec_tokens_per_s", where),
         assumed=_assumed(item, where),
-        weight_dtype=_weight_dtype(item, where),
+        weight_dtype=_weight_dtype(item, where), kv_dtype=_kv_dtype(item, where),
         sweep_reference=None if item.get("sweep_reference") is None
         else str(item["sweep_reference"]), requests=_optional_int(item, "requests", where),
         output_cv=_output_cv(item, where),
@@ -372,6 +376,15 @@ def _weight_dtype(item: dict[str, object], where: str) -> str:
         return ""
     if value not in BYTES_PER_PARAM:
         raise SpecError(f"{where}: field 'weight_dtype' must be one of "
+                        f"{', '.join(BYTES_PER_PARAM)}, got {value!r}")
+    return value
+
+
+def _kv_dtype(item: dict[str, object], where: str) -> str:
+    """The row's KV-cache dtype (bf16 unless the source ran another)."""
+    value = str(item.get("kv_dtype") or "bf16")
+    if value not in BYTES_PER_PARAM:
+        raise SpecError(f"{where}: field 'kv_dtype' must be one of "
                         f"{', '.join(BYTES_PER_PARAM)}, got {value!r}")
     return value
 

@@ -358,7 +358,7 @@ def row_setup(row: PublishedRow, engine: Engine) -> tuple[Setup, Candidates]:
                   context=row_context(row), tp=row.tp, ep=row.ep,
                   engine=engine.with_spec_overlap(row.spec_overlap),
                   draft_cost=0.0 if drafter is None else None,
-                  precision=Precision(weight_dtype=row.weight_dtype))
+                  precision=Precision(weight_dtype=row.weight_dtype, kv_dtype=row.kv_dtype))
     return setup, cands
 
 

@@ -65,6 +65,11 @@ and at the top level (sourced, never fitted):
                            weights at few tokens, as a fraction of the bf16 GEMM rate
     moe_weight_dtype_efficiency  the same for the fused-MoE expert GEMMs, where they differ
                            (a dtype absent here takes weight_dtype_efficiency's value)
+    kv_dtype_efficiency    per quantized KV-cache dtype (fp8) and head width (keys hd64,
+                           hd128, ...): the rate its decode attention kernel streams the cache
+                           at, as a fraction of the bf16 kernel's rate (a head width between
+                           two listed ones takes the nearer; the widths below the first and
+                           above the last, the first's and the last's)
     spec_overlap           true where the engine does a speculative round's host work (round_s,
                            round_request_s) while the GPU runs the next round (SGLang's spec
                            v2 overlap scheduler): a round then takes the longer of the two.
@@ -84,6 +89,7 @@ Kernel efficiency is the GPU's (`specsim.specs.hardware.kernel_profile`), not th
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,14 +142,15 @@ TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernel
          "drafter_pass_s", "drafter_request_s", "round_s", "moe_layer_s", "moe_expert_floor_s",
          "round_request_s")
 WEIGHT_DTYPES = ("fp8", "int4", "mxfp4")
+KV_QUANT_DTYPES = ("fp8", "int8")  # KV dtypes a kv_dtype_efficiency block may name
+MAX_HEAD_DIM = 1024  # widest head a kv_dtype_efficiency entry may name
 OP_KINDS = ("pass", "head", "round", "loop")
 # Every key an engine YAML may hold, per block; any other key is an error naming the closest
 # one. A new field is one line here (and its reader). `speculative` is the block of accepted
 # speculative settings, read whole by specsim.specs.engine_args.
 ENGINE_KEYS = ("name", "version", "source", "engine", "launch", "priors",
-               "weight_dtype_efficiency",
-               "moe_weight_dtype_efficiency", "drafter_ops", "fitted", "spec_overlap",
-               "prefill_mixed", "spec_max_running",
+               "weight_dtype_efficiency", "moe_weight_dtype_efficiency", "kv_dtype_efficiency",
+               "drafter_ops", "fitted", "spec_overlap", "prefill_mixed", "spec_max_running",
                "speculative")
 FITTED_KEYS = ("rows", "source", "held_out_error_pct",
                *sorted({k for terms in FITTABLE.values() for k in terms}))
@@ -208,6 +215,9 @@ class Engine:
     round_s: float = 0.0
     weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
     moe_weight_dtype_efficiency: dict[str, float] = dataclasses.field(default_factory=dict)
+    # per KV dtype, (head width, fraction of the bf16 attention kernel's cache rate) ascending
+    kv_dtype_efficiency: dict[str, tuple[tuple[float, float], ...]] = dataclasses.field(
+        default_factory=dict)
     moe_layer_s: float = 0.0
     moe_expert_floor_s: float = 0.0
     round_request_s: float = 0.0
@@ -242,6 +252,21 @@ class Engine:
                 if not 0 < f <= 1:
                     raise SpecError(f"{self.path}: field '{block}.{dtype}' must be "
                                     f"in (0, 1], got {f!r}")
+        for dtype, points in self.kv_dtype_efficiency.items():
+            for width, f in points:
+                if not 0 < f <= 1:
+                    raise SpecError(f"{self.path}: field 'kv_dtype_efficiency.{dtype}."
+                                    f"hd{width:g}' must be in (0, 1], got {f!r}")
+
+    def kv_efficiency(self, kv_dtype: str, head_dim: float) -> float:
+        """The rate this engine's attention kernel streams a `kv_dtype` cache of heads
+        `head_dim` wide at, as a fraction of its bf16 kernel's (1.0: no entry): the entry of
+        the nearest listed width (by ratio)."""
+        points = self.kv_dtype_efficiency.get(kv_dtype)
+        if not points:
+            return 1.0
+        width, f = min(points, key=lambda p: abs(math.log(p[0] / max(head_dim, 1e-9))))
+        return f
 
     @property
     def eager(self) -> bool:
@@ -341,6 +366,7 @@ def load_engine(name: str) -> Engine:
                   launch=launch, drafter_ops=_drafter_ops(f),
                   weight_dtype_efficiency=_dtype_efficiency(f, "weight_dtype_efficiency"),
                   moe_weight_dtype_efficiency=_dtype_efficiency(f, "moe_weight_dtype_efficiency"),
+                  kv_dtype_efficiency=_kv_efficiency(f),
                   spec_overlap=f.boolean("spec_overlap", False),
                   prefill_mixed=f.boolean("prefill_mixed", True),
                   spec_max_running=f.integer("spec_max_running", minimum=1)
@@ -414,6 +440,9 @@ def _check_engine_keys(data: dict[str, object], path: str) -> None:
         dtypes = data.get(name)
         if isinstance(dtypes, dict):
             check_keys(dtypes, ("source", *WEIGHT_DTYPES), f"{path}: block '{name}'")
+    kv = data.get("kv_dtype_efficiency")
+    if isinstance(kv, dict):
+        check_keys(kv, ("source", *KV_QUANT_DTYPES), f"{path}: block 'kv_dtype_efficiency'")
     ops = data.get("drafter_ops")
     if isinstance(ops, dict):
         for family, value in ops.items():
@@ -442,6 +471,31 @@ def _dtype_efficiency(f: Fields, name: str) -> dict[str, float]:
     if block is None:
         return {}
     return {d: block.number(d, positive=True) for d in WEIGHT_DTYPES if block.has(d)}
+
+
+def _kv_efficiency(f: Fields) -> dict[str, tuple[tuple[float, float], ...]]:
+    """The `kv_dtype_efficiency` block: per quantized KV dtype, keys hd<N> (head width N)
+    with a fraction of the bf16 attention kernel's cache rate each."""
+    block = f.sub("kv_dtype_efficiency", required=False)
+    if block is None:
+        return {}
+    out: dict[str, tuple[tuple[float, float], ...]] = {}
+    for dtype in KV_QUANT_DTYPES:
+        widths = block.sub(dtype, required=False)
+        if widths is None:
+            continue
+        points = []
+        for key in widths.keys():
+            width = key.removeprefix("hd")
+            if not key.startswith("hd") or not width.isascii() or not width.isdigit() \
+                    or width != str(int(width)) or not 1 <= int(width) <= MAX_HEAD_DIM:
+                raise widths.error(key, f"must be hd<N>, N the head width (1 to {MAX_HEAD_DIM}, "
+                                   "e.g. hd128)")
+            points.append((float(width), widths.number(key, positive=True, maximum=1.0)))
+        if not points:
+            raise block.error(dtype, "must list at least one head width (e.g. hd128: 0.9)")
+        out[dtype] = tuple(sorted(points))
+    return out
 
 
 def _fitted_terms(f: Fields, launch: str) -> dict[str, FittedTerm]:

@@ -33,9 +33,10 @@ collectives with their own measured latency in the roofline) plus those of the p
 final norm, LM head, sampling). So the fixed time of a step grows with layers and MoE
 experts, which one constant per pass, fitted on 32-layer models, cannot.
 
-Three kernel terms an engine's kernels add on top of the roofline (`engine_kernel_s`):
+Four kernel terms an engine's kernels add on top of the roofline (`engine_kernel_s`):
 
     quantized GEMM  = max(roofline time, weight bytes / (bandwidth x dtype efficiency))
+    quantized KV    = cache bytes / (bandwidth x KV dtype efficiency), memory-bound attention
     MoE layer       = touched experts' GEMM time + moe_layer_s
     MoE experts     = max(expert GEMM time, touched experts x layers x expert floor)
 
@@ -355,6 +356,26 @@ def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArra
     return extra
 
 
+def quantized_kv_extra_s(engine: Engine, cost: PassCost) -> FloatArray:
+    """Kernel seconds a pass's attention over a quantized KV cache takes beyond the roofline,
+    (S,): the engine's kernel streams the cache at `Engine.kv_efficiency` of its bf16 kernel's
+    rate (dequantization, the query's quantization, FP8 tiles), so each memory-bound attention
+    op's cache read takes 1 / f of the time the roofline gives its bytes. Compute-bound
+    passes (prefill) keep the roofline."""
+    extra = np.zeros(cost.tokens.shape)
+    if not engine.kv_dtype_efficiency:
+        return extra
+    for c in cost.ops:
+        kernel = c.op.kernel
+        if kernel is None:
+            continue
+        f = engine.kv_efficiency(kernel.kv_dtype, kernel.head_dim)
+        if f < 1.0:
+            read_s = c.op.kv_read_bytes / c.bandwidth_bytes_per_s
+            extra = extra + c.op.layers * np.where(c.compute_bound, 0.0, read_s * (1.0 / f - 1.0))
+    return extra
+
+
 def expert_parts(engine: Engine, hw: Hardware, cost: PassCost) -> tuple[FloatArray, FloatArray]:
     """(touched experts x MoE layers, kernel seconds of the expert GEMMs with their
     quantized-weight term) of a pass, (S,) each; zeros for a dense model."""
@@ -384,7 +405,7 @@ def engine_kernel_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
     `cost` was computed on): the kernel model plus the quantized-GEMM term, the fused-MoE
     stack's fixed time per MoE layer, and the expert GEMMs held to the per-expert floor, (S,).
     The collectives in `cost` are the engines' measured link times."""
-    kernel = cost.time_s + quantized_extra_s(engine, hw, cost)
+    kernel = cost.time_s + quantized_extra_s(engine, hw, cost) + quantized_kv_extra_s(engine, cost)
     if engine.moe_layer_s > 0.0:
         kernel = kernel + moe_layers_run(cost) * engine.moe_layer_s
     if engine.moe_expert_floor_s > 0.0:
