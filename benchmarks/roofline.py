@@ -14,8 +14,8 @@ import numpy as np
 
 from specsim.forward.cost import forward_time_s
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import builtin_names
 from specsim.specs.models import load_model
+from specsim.specs.paths import builtin_names
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import median_s  # noqa: E402

@@ -14,7 +14,7 @@ import yaml
 from specsim.errors import SpecError
 from specsim.specs.acceptance import constant_profile
 from specsim.specs.drafters import load_drafter
-from specsim.specs.io import builtin_dir, builtin_names
+from specsim.specs.paths import builtin_dir, builtin_names
 from specsim.specs.workloads import load_workload
 from specsim.speculation.setup import load_setup
 

@@ -23,7 +23,7 @@ from specsim.specs.drafters import (
     load_drafter,
 )
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import builtin_names
+from specsim.specs.paths import builtin_names
 from specsim.speculation.draft_cost import COST_RULES, draft_time_s, round_shape
 
 RULES = {"cache": Cache, "round_cost": RoundCost, "block": BlockRule,

@@ -20,7 +20,7 @@ from specsim.engines.sglang import pool as sglang_pool
 from specsim.errors import SpecError
 from specsim.specs.drafters import load_drafter
 from specsim.specs.dtypes import Precision
-from specsim.specs.io import builtin_names
+from specsim.specs.paths import builtin_names
 from specsim.speculation.recommend import engine_commands, recommend
 from specsim.speculation.setup import load_setup
 from specsim.speculation.trees import best_first_tree, sglang_tree

@@ -13,7 +13,8 @@ import pytest
 from specsim.errors import SpecError
 from specsim.forward.gemm import gemm_time_s
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import builtin_names, read_spec_file, resolve_path
+from specsim.specs.io import read_spec_file
+from specsim.specs.paths import builtin_names, resolve_path
 
 REQUIRED = {"h100-sxm", "h100-pcie", "h200", "b200", "a100-80g-sxm", "a100-40g-sxm",
             "a100-80g-pcie", "l40", "l40s", "a40", "mi300x", "mi325x"}

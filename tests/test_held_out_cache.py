@@ -1,5 +1,5 @@
 """The held-out error summary of the report is kept on disk between runs under the digest of
-its inputs (`specsim.specs.io.source_digest`): read back exactly, computed again when any
+its inputs (`specsim.specs.paths.source_digest`): read back exactly, computed again when any
 input changes, and never a reason for a run to fail."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 import specsim.measurement.published as published
 import specsim.measurement.validate as validate
-import specsim.specs.io as spec_io
+import specsim.specs.paths as spec_paths
 from specsim.measurement.validate import GroupError
 
 SUMMARY = (GroupError(group="all", rows=173, median_abs_error=0.1 + 0.2,
@@ -53,7 +53,7 @@ def test_kept_and_read_back_exactly(computed: list[int], tmp_path: Path) -> None
 def test_computed_again_when_an_input_changes(computed: list[int],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     _summary()
-    monkeypatch.setattr(spec_io, "source_digest", lambda: "another")
+    monkeypatch.setattr(spec_paths, "source_digest", lambda: "another")
     assert _summary() == SUMMARY
     assert len(computed) == 2
 
@@ -91,15 +91,15 @@ def test_the_default_folder_follows_xdg(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_the_digest_follows_every_built_in_file(monkeypatch: pytest.MonkeyPatch,
                                                 tmp_path: Path) -> None:
-    for kind in spec_io._FOLDERS:
+    for kind in spec_paths._FOLDERS:
         (tmp_path / kind).mkdir()
         (tmp_path / kind / "a.yaml").write_text(f"name: {kind}\n")
-    monkeypatch.setattr(spec_io, "builtin_dir", lambda kind: tmp_path / kind)
+    monkeypatch.setattr(spec_paths, "builtin_dir", lambda kind: tmp_path / kind)
     (tmp_path / "specsim").mkdir()
     (tmp_path / "specsim" / "m.py").write_text("X = 1\n")
-    monkeypatch.setattr(spec_io, "_package_dir", lambda: tmp_path / "specsim")
-    first = spec_io.source_digest()
-    assert spec_io.source_digest() == first
+    monkeypatch.setattr(spec_paths, "_package_dir", lambda: tmp_path / "specsim")
+    first = spec_paths.source_digest()
+    assert spec_paths.source_digest() == first
     edits = [(tmp_path / "engines" / "a.yaml", "name: engines \n"),
              (tmp_path / "specsim" / "m.py", "X = 2\n"),
              (tmp_path / "specsim" / "sub" / "n.py", ""),
@@ -109,12 +109,12 @@ def test_the_digest_follows_every_built_in_file(monkeypatch: pytest.MonkeyPatch,
         path.parent.mkdir(exist_ok=True)
         before = path.read_text() if path.exists() else None
         path.write_text(text)
-        assert spec_io.source_digest() != first, path
+        assert spec_paths.source_digest() != first, path
         if before is None:
             path.unlink()
         else:
             path.write_text(before)
-        assert spec_io.source_digest() == first, path
+        assert spec_paths.source_digest() == first, path
     # a file moved to another kind's folder is another input
     (tmp_path / "models" / "a.yaml").rename(tmp_path / "drafters" / "m.yaml")
-    assert spec_io.source_digest() != first
+    assert spec_paths.source_digest() != first

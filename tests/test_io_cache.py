@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from specsim.errors import SpecError
-from specsim.specs.io import builtin_dir, parse_yaml, read_spec_file
+from specsim.specs.io import parse_yaml, read_spec_file
+from specsim.specs.paths import builtin_dir
 
 
 def test_each_caller_gets_its_own_copy() -> None:

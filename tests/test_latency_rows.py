@@ -13,7 +13,7 @@ import yaml
 
 from specsim.errors import SpecError
 from specsim.serving.latency_rows import load_latency_rows, predict_latency_rows
-from specsim.specs.io import builtin_dir
+from specsim.specs.paths import builtin_dir
 
 
 @pytest.fixture(scope="module")

@@ -161,7 +161,7 @@ def test_layers_import_downward_only(low: str, high: str) -> None:
 PRESENT_HELPERS = {
     "specsim.specs.names.one_line",  # a spec's text on one line
     "specsim.specs.outputs.file_slug",  # a file name from a slug
-    "specsim.specs.io.builtin_dir",  # where the built-in specs lie
+    "specsim.specs.paths.builtin_dir",  # where the built-in specs lie
     "specsim.specs.outputs.atomic_write_bytes",  # writing a file
     "specsim.specs.outputs.make_parent",
     "specsim.specs.transferred.expected_error_text",  # a sentence quoting a measured error

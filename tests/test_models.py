@@ -8,9 +8,9 @@ import pytest
 
 from specsim.errors import SpecError
 from specsim.forward.ops import expected_distinct_experts
-from specsim.specs.io import builtin_names
 from specsim.specs.models import load_model
 from specsim.specs.params import active_params, param_breakdown, total_params, weight_bytes
+from specsim.specs.paths import builtin_names
 
 REQUIRED = {"llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "qwen3-4b", "qwen3-8b", "qwen3-14b",
             "qwen3-32b", "qwen3-30b-a3b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b",

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from specsim.cli import app
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import builtin_names, read_spec_file, resolve_path
+from specsim.specs.io import read_spec_file
+from specsim.specs.paths import builtin_names, resolve_path
 
 GB, TFLOPS = 1e9, 1e12
 

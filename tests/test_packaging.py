@@ -42,7 +42,7 @@ def test_installed_copy_finds_its_specs(wheel: Path, tmp_path: Path) -> None:
          str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     code = (
-        "import specsim, specsim.specs.io as l\n"
+        "import specsim, specsim.specs.paths as l\n"
         "import specsim.serving.plan, specsim.cli, specsim.measurement.validate\n"
         "from specsim.specs.hardware import load_hardware\n"
         "from specsim.specs.drafters import load_drafter\n"

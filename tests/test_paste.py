@@ -27,9 +27,9 @@ from specsim.present.report_commands import command_lines
 from specsim.serving.capacity import best_setting, fastest_setting
 from specsim.serving.plan import make_plan, setting_commands
 from specsim.specs.drafters import load_drafter
-from specsim.specs.io import builtin_dir, builtin_names
 from specsim.specs.names import checkpoint_problem, hub_id_problem, one_line
 from specsim.specs.params import weight_bytes
+from specsim.specs.paths import builtin_dir, builtin_names
 from specsim.speculation.recommend import EngineCommand, engine_commands, recommend, render_command
 from specsim.speculation.setup import load_setup
 

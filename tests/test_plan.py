@@ -396,7 +396,7 @@ def test_the_plan_shows_the_one_t_n_it_prices_with(hardware: str, engine: str) -
 
 def test_report_tn_table_and_formatting(small_report: tuple[object, Path]) -> None:
     from specsim.present.document import cell_text
-    from specsim.specs.io import builtin_dir
+    from specsim.specs.paths import builtin_dir
 
     _, out = small_report
     md = (out / "report.md").read_text()

@@ -31,8 +31,8 @@ import specsim.serving.plan as serving_plan
 import specsim.specs.outputs as spec_io
 from specsim.errors import SpecError
 from specsim.present.report import write_report
-from specsim.specs.io import builtin_dir
 from specsim.specs.outputs import OutputFolder, atomic_write_bytes, check_writable, file_slug
+from specsim.specs.paths import builtin_dir
 
 STUB_PNG = b"\x89PNG\r\n\x1a\nstub"
 REAL_MAKE_PLAN = serving_plan.make_plan

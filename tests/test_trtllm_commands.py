@@ -17,7 +17,7 @@ import yaml
 
 from specsim.engines import adapter
 from specsim.errors import SpecError
-from specsim.specs.io import builtin_dir, builtin_names
+from specsim.specs.paths import builtin_dir, builtin_names
 from specsim.speculation.recommend import Choice, Recommendation, engine_commands, recommend
 from specsim.speculation.setup import load_setup
 

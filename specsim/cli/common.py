@@ -13,7 +13,7 @@ import typer
 from specsim.errors import SpecError
 from specsim.present.render import terminal_text
 from specsim.specs import defaults
-from specsim.specs.io import builtin_names
+from specsim.specs.paths import builtin_names
 
 app = typer.Typer(
     name="specsim",

@@ -20,7 +20,7 @@ def hardware_list(as_json: JsonOpt = False) -> None:
     """List the built-in GPU profiles."""
     from specsim.present.rows import hardware_summary
     from specsim.specs.hardware import load_hardware
-    from specsim.specs.io import builtin_names
+    from specsim.specs.paths import builtin_names
 
     emit([hardware_summary(load_hardware(slug)) for slug in builtin_names("hardware")], as_json)
 
@@ -50,9 +50,9 @@ def hardware_show(name: Annotated[str, typer.Argument(help="Slug or YAML path.")
 def models_list(as_json: JsonOpt = False) -> None:
     """List the built-in target models with their computed and advertised sizes."""
     from specsim.present.rows import model_summary
-    from specsim.specs.io import builtin_names
     from specsim.specs.models import load_model
     from specsim.specs.params import model_sizes
+    from specsim.specs.paths import builtin_names
 
     models = [load_model(slug) for slug in builtin_names("models")]
     emit([model_summary(m, model_sizes(m)) for m in models], as_json)

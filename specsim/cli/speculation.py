@@ -55,7 +55,7 @@ def drafters_list(as_json: JsonOpt = False) -> None:
     """List the built-in drafters with their family, target and size."""
     from specsim.present.rows import drafter_summary
     from specsim.specs.drafters import load_drafter
-    from specsim.specs.io import builtin_names
+    from specsim.specs.paths import builtin_names
 
     drafters = [load_drafter(slug) for slug in builtin_names("drafters")]
     emit([drafter_summary(d, d.params()) for d in drafters], as_json)

@@ -17,7 +17,7 @@ def engines_list(as_json: JsonOpt = False) -> None:
     """List the built-in engines and their terms (ms, µs per eager launch; quantized GEMM
     rates as fractions of the bf16 rate)."""
     from specsim.specs.engines import load_engine
-    from specsim.specs.io import builtin_names
+    from specsim.specs.paths import builtin_names
 
     rows = []
     for slug in ["roofline", *builtin_names("engines")]:

@@ -15,7 +15,7 @@ def workloads_list(as_json: JsonOpt = False) -> None:
     """List the built-in workloads: prompt and output tokens (median, p90), acceptance."""
     from specsim.present.rows import scenario_summary
     from specsim.serving.scenarios import load_scenario
-    from specsim.specs.io import builtin_names
+    from specsim.specs.paths import builtin_names
 
     emit([scenario_summary(load_scenario(slug)) for slug in builtin_names("scenarios")],
          as_json)

@@ -44,9 +44,11 @@ from specsim.measurement.engine_results import EngineRun, read_engine_results
 from specsim.specs.defaults import MAX_BATCH, MAX_TP, MAX_TREE_NODES
 from specsim.specs.drafters import Drafter, load_drafter
 from specsim.specs.engines import FittedTerm, load_engine
+from specsim.specs.fields import show
 from specsim.specs.hardware import load_hardware
-from specsim.specs.io import builtin_dir, builtin_names, probe, read_yaml, show
+from specsim.specs.io import read_yaml
 from specsim.specs.models import check_tensor_parallel, load_model
+from specsim.specs.paths import builtin_dir, builtin_names, probe
 
 ENGINES = ("vllm", "sglang")
 TERMS = ("per_pass_s", "per_request_s", "round_s", "round_request_s", "drafter_pass_s")

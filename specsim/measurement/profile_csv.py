@@ -33,7 +33,8 @@ from specsim.errors import SpecError
 from specsim.forward.ops import pass_work
 from specsim.forward.shapes import BoolArray, decode_passes
 from specsim.specs.cache import kv_heads_per_gpu
-from specsim.specs.io import read_text, show
+from specsim.specs.fields import show
+from specsim.specs.io import read_text
 from specsim.specs.models import Model
 from specsim.specs.outputs import atomic_write, check_writable
 

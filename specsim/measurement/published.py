@@ -25,17 +25,10 @@ from specsim.forward.memory import check_ep
 from specsim.measurement.pool import MAX_CV
 from specsim.specs.defaults import MAX_BATCH, MAX_CONTEXT_TOKENS, MAX_TP, MAX_TREE_NODES
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.io import (
-    MAX_INTEGER,
-    MAX_NUMBER,
-    builtin_names,
-    check_keys,
-    closest,
-    read_yaml,
-    resolve_path,
-    show,
-)
+from specsim.specs.fields import MAX_INTEGER, MAX_NUMBER, check_keys, closest, show
+from specsim.specs.io import read_yaml
 from specsim.specs.models import load_model
+from specsim.specs.paths import builtin_names, resolve_path
 
 NO_DRAFTER_MODEL = "none"  # drafter_spec of a row whose drafting needs no model (prompt lookup)
 REQUIRED = ("id", "source", "model", "hardware", "engine", "batch", "benchmark", "dataset",

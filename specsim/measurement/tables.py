@@ -25,7 +25,7 @@ from specsim.measurement.vidur import (
 )
 from specsim.specs.defaults import DEFAULT_HARDWARE, MAX_TP
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.io import probe
+from specsim.specs.paths import probe
 
 FORMATS = ("specsim", "vidur")
 VIDUR_ATTENTION = "attention_a100_llama70b_tp2.csv"

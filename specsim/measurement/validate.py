@@ -780,7 +780,7 @@ def held_out_summary() -> tuple[GroupError, ...]:
     Any edit to one of them (a published row, an engine term, a line of the model) gives
     another digest, and the summary is computed again."""
     from specsim.measurement.published import load_published
-    from specsim.specs.io import source_digest
+    from specsim.specs.paths import source_digest
 
     folder = cache_dir()
     path = None if folder is None else folder / f"held-out-{source_digest()}.json"

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecError
-from specsim.specs.io import MAX_FILE_BYTES, probe, read_text
+from specsim.specs.io import MAX_FILE_BYTES, read_text
+from specsim.specs.paths import probe
 
 # A Vidur table is a few MB (its largest, an mlp.csv, about 2 MB).
 MAX_CSV_BYTES = MAX_FILE_BYTES

@@ -32,7 +32,8 @@ import numpy.typing as npt
 from specsim.errors import SpecError
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TREE_NODES
-from specsim.specs.io import MAX_NUMBER, decode_text, read_text
+from specsim.specs.fields import MAX_NUMBER
+from specsim.specs.io import decode_text, read_text
 
 if TYPE_CHECKING:
     import http.client

@@ -52,7 +52,7 @@ def cell_text(value: Any) -> str:
 
 def without_checkout(text: str) -> str:
     """Sources without this machine's checkout path (`workloads/...`, not `/home/.../...`)."""
-    from specsim.specs.io import builtin_dir
+    from specsim.specs.paths import builtin_dir
 
     root = str(builtin_dir("hardware").parent) + "/"
     return text.replace(root, "")

@@ -57,7 +57,7 @@ def priced_label(engine: Engine | None) -> str:
 
 def calibrated_profiles() -> list[tuple[str, Hardware]]:
     """The built-in calibrated profiles (hardware/calibrated/*.yaml) by file stem."""
-    from specsim.specs.io import builtin_dir
+    from specsim.specs.paths import builtin_dir
 
     folder = builtin_dir("hardware") / "calibrated"
     return [(p.stem, load_hardware(str(p))) for p in sorted(folder.glob("*.yaml"))]

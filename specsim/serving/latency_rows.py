@@ -21,7 +21,9 @@ import numpy as np
 
 from specsim.errors import SpecError
 from specsim.specs.defaults import MAX_BATCH, MAX_CONTEXT_TOKENS, MAX_TP
-from specsim.specs.io import builtin_names, check_keys, closest, read_yaml, resolve_path, show
+from specsim.specs.fields import check_keys, closest, show
+from specsim.specs.io import read_yaml
+from specsim.specs.paths import builtin_names, resolve_path
 
 METRICS = ("ttft_median_ms", "tpot_median_ms", "itl_median_ms")
 ROW_KEYS = ("id", "concurrency", "metric", "measured", "group")

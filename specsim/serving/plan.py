@@ -59,7 +59,6 @@ from specsim.specs.hardware import (
     layout_problem,
     load_hardware,
 )
-from specsim.specs.io import builtin_names
 from specsim.specs.models import (
     Model,
     check_parallel,
@@ -68,6 +67,7 @@ from specsim.specs.models import (
     load_model,
     tp_problem,
 )
+from specsim.specs.paths import builtin_names
 from specsim.speculation.recommend import (
     Choice,
     EngineCommand,

@@ -27,9 +27,10 @@ from typing import Any
 
 from specsim.errors import SpecError, parameter_error
 from specsim.specs.drafters import FAMILIES, Drafter
-from specsim.specs.io import builtin_dir, show
+from specsim.specs.fields import show
 from specsim.specs.models import Model
 from specsim.specs.names import display_name_problem, hub_id_problem, one_line, require
+from specsim.specs.paths import builtin_dir
 
 Config = Mapping[str, Any]
 

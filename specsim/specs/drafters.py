@@ -25,10 +25,12 @@ from specsim.specs.cache import (
     kv_layout,
 )
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.io import MAX_LAYERS, Fields, read_spec_file, resolve_path
+from specsim.specs.fields import MAX_LAYERS, Fields
+from specsim.specs.io import read_spec_file
 from specsim.specs.models import Model, load_model, query_width_problem
 from specsim.specs.names import read_checkpoint, read_display_name, read_hub_id
 from specsim.specs.params import weight_bytes as model_weight_bytes
+from specsim.specs.paths import resolve_path
 from specsim.specs.workloads import acceptance_profile
 
 # What a drafter keeps per request (its memory) and reads each pass (docs/drafters.md):

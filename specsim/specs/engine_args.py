@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
-from specsim.specs.io import builtin_dir, read_yaml
+from specsim.specs.io import read_yaml
+from specsim.specs.paths import builtin_dir
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -94,17 +94,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsim.errors import SpecError
-from specsim.specs.io import (
-    Fields,
-    builtin_dir,
-    builtin_names,
-    check_keys,
-    probe,
-    read_spec_file,
-    resolve_path,
-    show,
-)
+from specsim.specs.fields import Fields, check_keys, show
+from specsim.specs.io import read_spec_file
 from specsim.specs.names import read_display_name
+from specsim.specs.paths import builtin_dir, builtin_names, probe, resolve_path
 
 LAUNCH_MODES = ("eager", "graphs", "none")
 # Terms validate may fit (leave one source out) per launch mode; an engine fits those its

@@ -17,10 +17,12 @@ from typing import Any
 
 from specsim.errors import SpecError
 from specsim.specs.defaults import MAX_TP
+from specsim.specs.fields import Fields, show
 from specsim.specs.gemm_efficiency import GemmEfficiency as GemmEfficiency
 from specsim.specs.gemm_efficiency import check_positive as check_positive
-from specsim.specs.io import Fields, SpecFile, probe, read_spec_file, resolve_path, show
+from specsim.specs.io import SpecFile, read_spec_file
 from specsim.specs.names import read_display_name
+from specsim.specs.paths import probe, resolve_path
 from specsim.specs.transferred import KERNEL_MODEL_PROFILE
 from specsim.specs.transferred import SOURCE as TRANSFERRED_SOURCE
 

@@ -13,9 +13,9 @@ import math
 from typing import Any
 
 from specsim.errors import SpecError
+from specsim.specs.fields import MAX_INTEGER, show
 from specsim.specs.hf_decoder import mla_block, moe_block
 from specsim.specs.hf_keys import Config, Keys
-from specsim.specs.io import MAX_INTEGER, show
 
 
 def mimo_v2(k: Keys) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsim.errors import SpecError
-from specsim.specs.io import probe
 from specsim.specs.names import is_hub_id
+from specsim.specs.paths import probe
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecError
+from specsim.specs.fields import show
 from specsim.specs.hf_decoder import decoder, deepseek
 from specsim.specs.hf_families import (
     dbrx_defaults,
@@ -36,7 +37,7 @@ from specsim.specs.hf_families import (
 )
 from specsim.specs.hf_hybrid import minimax, nemotron_defaults, nemotron_h, qwen3_5, qwen3_next
 from specsim.specs.hf_keys import Config, Keys, kind_list
-from specsim.specs.io import read_json, show
+from specsim.specs.io import read_json
 from specsim.specs.names import display_name_problem, require
 
 _QUANT_DTYPES = {"fp8": "fp8", "mxfp4": "mxfp4"}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from specsim.errors import SpecError
-from specsim.specs.io import MAX_INTEGER, MAX_LAYERS, show
+from specsim.specs.fields import MAX_INTEGER, MAX_LAYERS, show
 
 Config = Mapping[str, Any]
 

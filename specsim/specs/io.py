@@ -1,24 +1,21 @@
-"""YAML I/O for specs: built-in slugs, files, and the rule that every number has a source.
+"""YAML I/O for specs: files read within limits, the one YAML reader, and the rule that every
+number has a source.
 
 A spec file is a mapping. Every number in it must be traceable: either its own mapping (or an
 enclosing one) has a `source` string, or the number is written as `{value: X, source: "..."}`.
 `read_spec_file` checks that rule and unwraps the `{value, source}` leaves, returning the plain
-mapping plus a `sources` table that maps each number's dotted path to its source.
+mapping plus a `sources` table that maps each number's dotted path to its source. Where the
+files lie is `specsim.specs.paths`; the checks on numbers and fields, `specsim.specs.fields`.
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
-import functools
-import hashlib
 import json
-import math
 import os
 import re
 import stat
-import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,23 +23,11 @@ from typing import Any
 import yaml
 
 from specsim.errors import SpecError
+from specsim.specs.fields import check_number, is_number, show
+from specsim.specs.paths import probe
 
 # libyaml's parser where PyYAML was built with it (several times faster), else the pure one.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-# Folder of each kind, relative to the repository root, and to specsim/_builtin/ in a wheel.
-# How an error names one spec of each kind.
-_SINGULAR = {"models": "model", "drafters": "drafter", "scenarios": "workload",
-             "engines": "engine", "published": "published file",
-             "latency": "serving-latency file"}
-_FOLDERS = {
-    "hardware": "hardware",
-    "models": "workloads/models",
-    "drafters": "workloads/drafters",
-    "scenarios": "workloads/scenarios",
-    "engines": "engines",
-    "published": "workloads/published",
-    "latency": "workloads/latency",
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,146 +39,8 @@ class SpecFile:
     path: str
 
 
-def builtin_dir(kind: str) -> Path:
-    """Folder holding the built-in YAML of one kind.
-
-    An installed wheel carries it as package data under specsim/_builtin/; a checkout (or an
-    editable install) has it at the top of the repository.
-    """
-    package = _package_dir()
-    installed = package / "_builtin" / _FOLDERS[kind]
-    return installed if installed.is_dir() else package.parent / _FOLDERS[kind]
-
-
-@functools.cache
-def _package_dir() -> Path:
-    """The specsim package folder (resolved once: a loaded package does not move)."""
-    return Path(__file__).resolve().parent.parent
-
-
-def source_digest() -> str:
-    """SHA-256 (hex) of everything a result computed from the built-in specs alone can depend
-    on: every file of the specsim package's source (*.py) and of the built-in spec folders,
-    by relative path and content, with the Python, numpy and scipy versions; any edit to one
-    of them changes it. What a cache of such a result is keyed by."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    digest = hashlib.sha256()
-
-    def add(*parts: str | bytes) -> None:
-        for part in parts:
-            data = part.encode() if isinstance(part, str) else part
-            digest.update(len(data).to_bytes(8, "little") + data)
-
-    add(sys.version)
-    for package in ("numpy", "scipy"):
-        try:
-            add(package, version(package))
-        except PackageNotFoundError:
-            add(package, "-")
-    package_dir = _package_dir()
-    roots = [("specsim", package_dir, "*.py")]
-    roots += [(kind, builtin_dir(kind), "*") for kind in sorted(_FOLDERS)]
-    for label, root, pattern in roots:
-        files = sorted(p for p in root.rglob(pattern) if p.is_file()
-                       and "__pycache__" not in p.parts) if root.is_dir() else []
-        add(label, str(len(files)))
-        for path in files:
-            add(path.relative_to(root).as_posix(), path.read_bytes())
-    return digest.hexdigest()
-
-
-def builtin_names(kind: str) -> list[str]:
-    """Sorted slugs of the built-in specs of one kind (calibrated GPU profiles as
-    `calibrated/<name>`)."""
-    folder = builtin_dir(kind)
-    if not folder.is_dir():
-        return []
-    names = [p.stem for p in folder.glob("*.yaml")]
-    names += [f"calibrated/{p.stem}" for p in folder.glob("calibrated/*.yaml")]
-    return sorted(names)
-
-
-def closest(name: str, valid: Iterable[str]) -> str:
-    """' (did you mean X?)' for the valid name closest to `name`, or '' when none is close."""
-    options = list(valid)
-    lowered = {v.lower(): v for v in options}
-    # a prefix ('h100', 'qwen3-8') first: up to three names it begins; else the nearest spelling
-    prefixed = sorted(v for v in lowered if len(name) >= 2 and v.startswith(name.lower()))
-    if 0 < len(prefixed) <= 3:
-        return f" (did you mean {' or '.join(repr(lowered[v]) for v in prefixed)}?)"
-    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
-    return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
-
-
-def check_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
-    """Raise for the first key of `data` not in `allowed`, naming `where` (file, row or block)
-    and the closest allowed key. For YAML whose loader reads fields by hand (engines,
-    published rows), so a misspelled optional field is an error, not silently ignored."""
-    valid = list(allowed)
-    for key in data:
-        if key not in valid:
-            raise SpecError(f"{where}: unknown field {show(str(key), 40)}"
-                            f"{closest(str(key), valid)}")
-
-
-def _builtin_match(kind: str, name: str) -> Path | None:
-    """The built-in file whose slug equals `name` regardless of case, if any."""
-    for slug in builtin_names(kind):
-        if slug.lower() == name.lower():
-            return builtin_dir(kind) / f"{slug}.yaml"
-    return None
-
-
-def probe(path: Path, test: str) -> bool:
-    """path.exists() / is_file() / is_dir(), False where the OS refuses the name (too long):
-    every test of a user's path goes through it, so an overlong name is an ordinary 'no such
-    file', never an OSError from the test."""
-    try:
-        return bool(getattr(path, test)())
-    except OSError:
-        return False
-
-
-def resolve_path(kind: str, name: str) -> Path:
-    """Turn a slug (any case) or a path into the path of a YAML file.
-
-    An unknown slug is one line suggesting the closest built-in name and the command that lists
-    them all (the full list would not fit on one line).
-    """
-    singular = _SINGULAR.get(kind, kind)
-    # where the built-in names are listed (no command lists the few latency files: named)
-    listing = {"scenarios": "`specsim workloads list`", "published": "`specsim validate`",
-               "latency": ", ".join(builtin_names(kind)) or "none"
-               }.get(kind, f"`specsim {kind} list`")
-    hint = f"built-in: {listing}" if kind == "latency" else f"see {listing}"
-    if not name.strip():  # '' was the current folder ("is a folder"), not a name
-        raise SpecError(f"empty {singular} name: give a built-in one ({listing}) or a path "
-                        "to a YAML file")
-    candidate = Path(name)
-    path = None if candidate.suffix in (".yaml", ".yml") else _builtin_match(kind, name)
-    if path is None and (candidate.suffix in (".yaml", ".yml") or probe(candidate, "exists")
-                         or os.sep in name):
-        shown = name if len(name) <= 60 else name[:57] + "..."
-        bare = {"published": "published", "latency": "serving-latency"}.get(kind, singular)
-        noun = f"{'an' if bare[0] in 'aeiou' else 'a'} {bare} YAML file"
-        if probe(candidate, "is_dir"):
-            raise SpecError(f"{shown}: is a folder, not {noun}")
-        if probe(candidate, "exists") and not probe(candidate, "is_file"):
-            raise SpecError(f"{shown}: not a regular file (a pipe, socket or device), not {noun}")
-        if not probe(candidate, "is_file"):
-            raise SpecError(f"{shown}: no such {bare} file")
-        return candidate
-    if path is None or not path.is_file():
-        shown = name if len(name) <= 60 else name[:57] + "..."
-        raise SpecError(f"unknown {singular} {shown!r}"
-                        f"{closest(name, builtin_names(kind))}; "
-                        f"{hint}, or give a path to a YAML file")
-    return path
-
-
 # Bounds on what a spec or config file may hold: far above any real spec, far below what
-# exhausts memory or the interpreter's stack.
+# exhausts memory or the interpreter's stack (the bounds on numbers are in specs/fields.py).
 MAX_FILE_BYTES = 64 * 2**20
 # Every YAML input (specs, ranks, workloads, published rows) and config.json: the largest
 # built-in YAML is 32 KB; a file over this is refused by its size, before it is parsed.
@@ -205,11 +52,6 @@ MAX_YAML_NODES = 50_000
 # Digits of a YAML integer: far above any real field (MAX_NUMBER has 19), far below Python's
 # 4,300-digit limit on int() from text.
 MAX_INT_DIGITS = 100
-MAX_NUMBER = 1e18  # larger magnitudes in a spec are typos (e.g. 1e308), not hardware
-# Nonzero smaller magnitudes are typos too (5e-324): a bandwidth or an efficiency that small
-# made a time of inf, with numpy's overflow warnings. Far below any fitted term (the fits clamp
-# exp() at e^-60, about 1e-26), far above where a reciprocal overflows (about 1e-308).
-MIN_NUMBER = 1e-100
 
 
 def read_text(path: Path, *, what: str = "file", limit: int = MAX_FILE_BYTES) -> str:
@@ -555,32 +397,6 @@ def check_json_depth(text: str, path: Path) -> None:
             depth -= 1
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def check_number(value: int | float, where: str) -> None:
-    """Every number in a spec is finite and below MAX_NUMBER in magnitude, and 0 or at least
-    MIN_NUMBER in magnitude.
-
-    The one exception is `.inf` under `efficiency.` (a hard max in the GEMM model), which the
-    efficiency dataclasses validate themselves.
-    """
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.nan
-    ok = math.isfinite(number) and abs(number) <= MAX_NUMBER
-    if number == math.inf and "field 'efficiency." in where:
-        ok = True
-    shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:21] + "..."
-    if not ok:
-        raise SpecError(f"{where} = {shown} is not a finite number of magnitude <= "
-                        f"{MAX_NUMBER:.0e}")
-    if 0 < abs(number) < MIN_NUMBER:
-        raise SpecError(f"{where} = {shown} is not 0 and under {MIN_NUMBER:.0e} in magnitude "
-                        "(a typo: dividing by it overflows)")
-
 
 def _is_sourced_leaf(value: object) -> bool:
     return isinstance(value, dict) and set(value) == {"value", "source"}
@@ -624,7 +440,7 @@ def _unwrap(
 
 
 def _numbers(value: object) -> Iterator[tuple[str, object]]:
-    if _is_number(value):
+    if is_number(value):
         yield "", value
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -636,142 +452,3 @@ def _check_source(source: object, dotted: str, path: Path) -> str:
     if not isinstance(source, str) or not source.strip():
         raise SpecError(f"{path}: field '{dotted}' must be a non-empty string")
     return source
-
-
-MAX_INTEGER = 10**9  # default cap on integer spec fields (heads, sizes, counts)
-# Layers of one model or drafter: per-layer tuples are built from the count, so 10**9 layers
-# held the loader for minutes and gigabytes. The deepest published decoder has ~120 layers.
-MAX_LAYERS = 10_000
-
-
-def show(value: object, width: int = 40) -> str:
-    """repr of a value, cut to `width` characters for one-line messages."""
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-class Fields:
-    """Typed access to a spec mapping; every problem names the file and the dotted field.
-
-    Every key asked for (present or not) is remembered per block, so that `check_unknown`
-    can reject a key no loader asked for (a misspelled optional field), naming the closest one.
-    """
-
-    def __init__(self, data: Mapping[str, Any], path: str, prefix: str = "",
-                 asked: dict[str, set[str]] | None = None) -> None:
-        self._data = data
-        self._path = path
-        self._prefix = prefix
-        self._asked = {} if asked is None else asked
-        self._asked.setdefault(prefix, set())
-
-    def _ask(self, key: str) -> None:
-        self._asked[self._prefix].add(key)
-
-    def error(self, key: str, problem: str) -> SpecError:
-        return SpecError(f"{self._path}: field '{self._prefix}{key}' {problem}")
-
-    def has(self, key: str) -> bool:
-        self._ask(key)
-        return key in self._data and self._data[key] is not None
-
-    def sub(self, key: str, *, required: bool = True) -> Fields | None:
-        self._ask(key)
-        value = self._data.get(key)
-        if value is None:
-            if required:
-                raise self.error(key, "is missing")
-            return None
-        if not isinstance(value, dict):
-            raise self.error(key, f"must be a mapping, got {show(value)}")
-        return Fields(value, self._path, f"{self._prefix}{key}.", self._asked)
-
-    def value(self, key: str) -> object:
-        """The raw value of a field, None when absent (its contents are the caller's to check)."""
-        self._ask(key)
-        return self._data.get(key)
-
-    def keys(self) -> list[str]:
-        """Every key of this block (the caller checks each one)."""
-        keys = [k for k in self._data if k != "source"]
-        self._asked[self._prefix].update(keys)
-        return keys
-
-    def check_unknown(self) -> None:
-        """Raise for the first key that no loader asked for, suggesting the closest valid one."""
-        _check_keys(self._data, self._prefix, self._asked, self._path)
-
-    def _get(self, key: str, default: object) -> object:
-        self._ask(key)
-        if key not in self._data or self._data[key] is None:
-            if default is _REQUIRED:
-                raise self.error(key, "is missing")
-            return default
-        return self._data[key]
-
-    def number(self, key: str, default: object = None, *, minimum: float | None = None,
-               positive: bool = False, maximum: float | None = None) -> float:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if not _is_number(value):
-            raise self.error(key, f"must be a number, got {show(value)}")
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except OverflowError:
-            number = math.inf
-        if not math.isfinite(number) or abs(number) > MAX_NUMBER:
-            raise self.error(key, f"must be finite and at most {MAX_NUMBER:.0e}, got {show(value)}")
-        if positive and number <= 0:
-            raise self.error(key, f"must be > 0, got {show(value)}")
-        if minimum is not None and number < minimum:
-            raise self.error(key, f"must be >= {minimum:g}, got {show(value)}")
-        if maximum is not None and number > maximum:
-            raise self.error(key, f"must be <= {maximum:g}, got {show(value)}")
-        return number + 0.0  # -0.0 (a YAML '-0.0') prints as '-0' wherever it is shown
-
-    def integer(self, key: str, default: int | None = None, *, minimum: int = 0,
-                maximum: int = MAX_INTEGER) -> int:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.error(key, f"must be an integer, got {show(value)}")
-        if not minimum <= value <= maximum:
-            raise self.error(key, f"must be in {minimum}..{maximum:,}, got {show(value)}")
-        return value
-
-    def string(self, key: str, default: str | None = None) -> str:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if not isinstance(value, str) or not value.strip():
-            raise self.error(key, f"must be a non-empty string, got {show(value)}")
-        return value
-
-    def boolean(self, key: str, default: bool | None = None) -> bool:
-        value = self._get(key, _REQUIRED if default is None else default)
-        if not isinstance(value, bool):
-            raise self.error(key, f"must be true or false, got {show(value)}")
-        return value
-
-    def choice(self, key: str, options: tuple[str, ...], default: str | None = None) -> str:
-        value = self.string(key, default)
-        if value not in options:
-            raise self.error(key, f"must be one of {', '.join(options)}; got {show(value)}"
-                             f"{closest(value, options)}")
-        return value
-
-
-def _check_keys(data: Mapping[str, Any], prefix: str, asked: dict[str, set[str]],
-                path: str) -> None:
-    valid = asked.get(prefix)
-    if valid is None:  # a block read whole by its loader
-        return
-    for key, value in data.items():
-        if key == "source":
-            continue
-        if key not in valid:
-            raise SpecError(f"{path}: unknown field '{prefix}{show(key, 40)[1:-1]}'"
-                            f"{closest(str(key), valid)}")
-        if isinstance(value, dict):
-            _check_keys(value, f"{prefix}{key}.", asked, path)
-
-
-_REQUIRED = object()

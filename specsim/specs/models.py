@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from specsim.errors import SpecError, check_int, parameter_error
 from specsim.specs.defaults import MAX_TP
 from specsim.specs.dtypes import BYTES_PER_PARAM
-from specsim.specs.io import MAX_LAYERS, Fields, SpecFile, read_spec_file, resolve_path
+from specsim.specs.fields import MAX_LAYERS, Fields
+from specsim.specs.io import SpecFile, read_spec_file
 from specsim.specs.names import read_display_name, read_hub_id
+from specsim.specs.paths import resolve_path
 
 LAYER_KINDS = ("full_attention", "sliding_attention", "linear_attention", "mamba", "mlp_only")
 ATTENTION_KINDS = ("full_attention", "sliding_attention")

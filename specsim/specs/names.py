@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 
 from specsim.errors import SpecError
-from specsim.specs.io import Fields, show
+from specsim.specs.fields import Fields, show
 
 __all__ = ["MAX_NAME_CHARS", "MAX_PATH_CHARS", "checkpoint_problem", "display_name_problem",
            "hub_id_problem", "is_hub_id", "one_line", "read_checkpoint", "read_display_name",

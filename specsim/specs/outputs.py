@@ -18,7 +18,9 @@ from typing import Any, TextIO
 import yaml
 
 from specsim.errors import SpecError
-from specsim.specs.io import _StrictLoader, probe, show
+from specsim.specs.fields import show
+from specsim.specs.io import _StrictLoader
+from specsim.specs.paths import probe
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specsim.errors import SpecError
-from specsim.specs.io import show
+from specsim.specs.fields import show
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

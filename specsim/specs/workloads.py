@@ -46,7 +46,8 @@ from specsim.specs.acceptance import (
     rank_acceptance_geometric,
 )
 from specsim.specs.defaults import MAX_CONTEXT_TOKENS, MAX_TREE_NODES
-from specsim.specs.io import Fields, read_spec_file, resolve_path, show
+from specsim.specs.fields import Fields, show
+from specsim.specs.io import read_spec_file
 from specsim.specs.names import (
     display_name_problem,
     read_display_name,
@@ -54,6 +55,7 @@ from specsim.specs.names import (
     read_task,
     require,
 )
+from specsim.specs.paths import resolve_path
 
 
 class HasFamily(Protocol):

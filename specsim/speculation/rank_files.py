@@ -24,7 +24,8 @@ _YAML_BLOCK = re.compile(r"-(?:\s|$)|[^\n]*:")
 
 def read_ranks(path: str | Path) -> tuple[float, ...]:
     """a_j from `path`; any problem is one SpecError naming the file and the entry."""
-    from specsim.specs.io import MAX_SPEC_BYTES, check_json_depth, read_text, show
+    from specsim.specs.fields import show
+    from specsim.specs.io import MAX_SPEC_BYTES, check_json_depth, read_text
 
     where = str(path)
     text = read_text(Path(path), what="ranks file", limit=MAX_SPEC_BYTES)
