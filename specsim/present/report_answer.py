@@ -17,7 +17,8 @@ from specsim.present.report_assumptions import rate_sentence, validate_rows
 from specsim.present.report_commands import file_comments
 from specsim.present.report_speculation import acceptance_text
 from specsim.serving.capacity import Setting
-from specsim.serving.plan import DrafterPlan, Plan
+from specsim.serving.drafter_plan import DrafterPlan
+from specsim.serving.plan import Plan
 from specsim.specs.hardware import Hardware
 
 

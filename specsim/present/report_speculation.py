@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from specsim.present.document import Row, png_bytes
-from specsim.serving.plan import DrafterPlan, Plan
+from specsim.serving.drafter_plan import DrafterPlan
+from specsim.serving.plan import Plan
 from specsim.specs.outputs import file_slug
 
 

@@ -6,6 +6,8 @@ compare), recommends a chain or tree per batch size, and simulates the batch-lev
 The serving model considers only what an engine builds (`engine_candidates`: the candidates
 `specsim recommend` weighs: chains for vLLM, SGLang's trees or block), so every setting the plan
 names has a command (`setting_commands`); the best tree of any shape is kept as a bound only.
+Each drafter's part of the plan (`DrafterPlan`, its candidates and tables) is computed in
+`specsim.serving.drafter_plan`.
 The plan carries `specsim validate`'s held-out error (`Plan.validation`), which the report
 quotes. Rendering lives in `specsim.present.report`.
 """
@@ -13,7 +15,6 @@ quotes. Rendering lives in `specsim.present.report`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,11 +22,8 @@ import numpy as np
 from specsim.engines import (
     EngineAdapter,
     adapters,
-    block_only,
     check_engine_runs,
     check_engine_serves,
-    runs_chains,
-    tree_engines,
 )
 from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_number, parameter_error
@@ -33,7 +31,6 @@ from specsim.forward.cost import check_layout
 from specsim.forward.memory import serving_memory
 from specsim.measurement.validate import RATES, GroupError, held_out_summary, rates_group
 from specsim.serving.capacity import (
-    BATCH_GRID,
     TP_DEGREES,
     Demand,
     ServingTable,
@@ -48,11 +45,21 @@ from specsim.serving.capacity import (
 )
 from specsim.serving.curves import TnTable, calibrated_profiles, tn_table
 from specsim.serving.disaggregate import Disaggregated, disaggregate
+from specsim.serving.drafter_plan import (
+    MAX_NODES,
+    DrafterPlan,
+    Layout,
+    Progress,
+    deployable,
+    fastest_per_user,
+    make_drafter_plan,
+    plain_decoding_tables,
+)
 from specsim.serving.policies import PolicySweep, simulate_policies
 from specsim.serving.scenarios import Scenario, load_scenario
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
-from specsim.specs.drafters import Drafter, load_drafter
+from specsim.specs.drafters import load_drafter
 from specsim.specs.engines import Engine, engine_or_none, load_engine
 from specsim.specs.hardware import (
     Hardware,
@@ -72,70 +79,28 @@ from specsim.speculation.recommend import (
     Choice,
     EngineCommand,
     Recommendation,
-    engine_commands,
     limit_depth,
-    recommend,
-    sglang_candidates,
 )
 from specsim.speculation.setup import check_compatible
 from specsim.speculation.speedup import (
-    AUTOREGRESSIVE_DEPTHS,
     Candidates,
     Setup,
-    SpeedupCurves,
-    SpeedupTable,
-    chain_candidates,
-    speedup_curves,
-    speedup_sweep,
     speedup_table,
 )
 
-MAX_NODES = 64
 # Longest latency bound accepted, ms (an hour).
 MAX_LATENCY_MS = 3.6e6
-# Batch sizes of the recommendation table and of the speedup figure (the same, so the figure's
-# dots are the table's settings).
-RECOMMEND_BATCH = (1, 4, 16, 64, 256)
 # Cached tokens per request of the report's memory table.
 MEMORY_CONTEXTS = (512.0, 2048.0, 8192.0, 32768.0, 131072.0)
-# Largest tree of any shape drawn as the bound in the speedup figure, nodes.
-BOUND_MAX_NODES = 256
 # Per-user speed SLO when none is given: a fast reader, tokens/s (a stated default).
 DEFAULT_MIN_TOKENS_PER_S_PER_USER = 30.0
 # Demand when none is given: concurrent users of a mid-size service (a stated default, so that
 # every plan answers with a GPU count).
 DEFAULT_USERS = 1000.0
-Progress = Callable[[str], None]
-Layout = tuple[int, int]  # (TP, EP): a replica's tensor- and expert-parallel degrees
 
 
 def _quiet(_: str) -> None:
     return None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DrafterPlan:
-    """One drafter's part of the plan (name "none" for plain decoding only)."""
-
-    name: str
-    drafter: Drafter | None
-    profile: AcceptanceProfile | None
-    tables: list[ServingTable]
-    speedup: SpeedupTable | None
-    recommendation: Recommendation | None
-    setup: Setup | None = None
-    bound: SpeedupTable | None = None
-    curves: SpeedupCurves | None = None  # of `speedup`: the figure's curve per batch size
-    bound_curves: SpeedupCurves | None = None  # of `bound`
-    # The recommend API's engine commands at `setup`, or why there are none (`no_commands`:
-    # the SpecError the engines raised, where they raised one).
-    commands: tuple[EngineCommand, ...] = ()
-    no_commands: str = ""
-
-    @property
-    def uses_trees(self) -> bool:
-        """Whether the engine candidates include trees (measured per-rank acceptance)."""
-        return self.profile is not None and _trees_allowed(self.profile)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,82 +174,6 @@ def default_drafters(model: Model) -> list[str]:
         except SpecError:
             continue
     return names
-
-
-def _trees_allowed(profile: AcceptanceProfile) -> bool:
-    """recommend's `auto` rule: trees only from measured per-rank acceptance."""
-    return bool(profile.rank_acceptance) and not profile.ranks_from_chain
-
-
-def _join(parts: list[Candidates]) -> Candidates:
-    return Candidates(nodes=np.concatenate([p.nodes for p in parts]),
-                      depth=np.concatenate([p.depth for p in parts]),
-                      tau=np.concatenate([p.tau for p in parts]),
-                      max_width=np.concatenate([p.max_width for p in parts]),
-                      shape=tuple(s for p in parts for s in p.shape))
-
-
-def engine_candidates(setup: Setup, profile: AcceptanceProfile,
-                      max_nodes: int = MAX_NODES) -> Candidates:
-    """The chains and trees `recommend` weighs for the engines: chains up to its depth limit
-    (vLLM; SGLang with topk 1), SGLang's fixed block for block drafters, and SGLang's EAGLE
-    trees when the per-rank acceptance is measured. A drafter no engine runs gets chains
-    (specsim's model, as recommend does)."""
-    depth = limit_depth(setup, profile, max_nodes, None, [])
-    chains = chain_candidates(profile, depth)
-    drafter = setup.drafter
-    if block_only(drafter) and not runs_chains(drafter):
-        keep = (chains.nodes == 0) | (chains.nodes == depth)
-        return Candidates(nodes=chains.nodes[keep], depth=chains.depth[keep],
-                          tau=chains.tau[keep], max_width=chains.max_width[keep],
-                          shape=tuple(np.asarray(chains.shape)[keep].tolist()))
-    if not tree_engines(drafter) or block_only(drafter) or not _trees_allowed(profile):
-        return chains
-    steps = min(depth, max(AUTOREGRESSIVE_DEPTHS))
-    return _join([chains, sglang_candidates(profile, max_nodes, steps)])
-
-
-def _bound(setup: Setup, profile: AcceptanceProfile) -> SpeedupTable | None:
-    """Best trees of any shape (the unconstrained bound), None for chain-only profiles."""
-    if not profile.rank_acceptance:
-        return None
-    nodes = np.arange(BOUND_MAX_NODES + 1)
-    return speedup_sweep(setup, profile, RECOMMEND_BATCH, nodes, shape="tree")
-
-
-def _drafter_plan(base: Setup, scenario: Scenario, name: str, drafter: Drafter,
-                  layouts: tuple[Layout, ...], progress: Progress) -> DrafterPlan:
-    profile = scenario.profile_for(drafter)
-    setup = dataclasses.replace(base, drafter=drafter, context=scenario.decode_context_tokens)
-    cands = engine_candidates(setup, profile)
-    tables = []
-    for tp, ep in layouts:
-        progress(f"  {name}: serving model at {layout_text(tp, ep)} ({cands.nodes.size} "
-                 f"candidates x {len(BATCH_GRID)} batch sizes)")
-        tables.append(serving_table(dataclasses.replace(setup, ep=ep), scenario, cands, tp=tp))
-    fit = next((t for t in tables if t.weights_fit), tables[0])
-    one = dataclasses.replace(setup, tp=fit.tp, ep=fit.ep)
-    sweep = speedup_table(one, RECOMMEND_BATCH, cands)
-    rec = recommend(one, profile, RECOMMEND_BATCH, max_nodes=MAX_NODES, shape="auto")
-    bound = _bound(one, profile)
-    try:  # for `one`'s layout: one command per node where it spans several (engine_commands)
-        commands, no_commands = tuple(engine_commands(rec, one)), ""
-    except SpecError as err:
-        commands, no_commands = (), str(err)
-    return DrafterPlan(name=name, drafter=drafter, profile=profile, tables=tables,
-                       speedup=sweep, recommendation=rec, setup=one, bound=bound,
-                       curves=speedup_curves(sweep),
-                       bound_curves=None if bound is None else speedup_curves(bound),
-                       commands=commands, no_commands=no_commands)
-
-
-def _plain_tables(base: Setup, scenario: Scenario, layouts: tuple[Layout, ...]
-                  ) -> list[ServingTable]:
-    none = Candidates(nodes=np.zeros(1), depth=np.zeros(1), tau=np.ones(1),
-                      max_width=np.zeros(1), shape=("chain",))
-    setup = dataclasses.replace(base, drafter=None, draft_cost=0.0)
-    return [serving_table(dataclasses.replace(setup, ep=ep), scenario, none, tp=tp)
-            for tp, ep in layouts]
 
 
 # Nodes a replica may span when the model fits no single node (2 or 4 of them).
@@ -383,14 +272,14 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
         notes += [note] if note else []
         scenario.profile_for(d)
     progress(f"plan: {target.name} on {hw.name}, workload {scenario.slug}, engine {engine}")
-    plain_tables = _plain_tables(base, scenario, layouts)
+    plain_tables = plain_decoding_tables(base, scenario, layouts)
     if len(tps) > 1 and ep is None and not any(t.weights_fit for t in plain_tables):
         wider = beyond_node_layouts(target, hw, notes)
         if wider:
             progress(f"  {target.name} fits no single node: trying "
                      + ", ".join(layout_text(*w) for w in wider))
         layouts += wider
-        plain_tables += _plain_tables(base, scenario, wider)
+        plain_tables += plain_decoding_tables(base, scenario, wider)
     plain = DrafterPlan(name="none", drafter=None, profile=None, tables=plain_tables,
                         speedup=None, recommendation=None)
     check_fits_somewhere(plain.tables, target.name, hw.name)
@@ -398,12 +287,12 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     drafter_layouts = [
         tuple(lay for lay in layouts if lay[0] in _splittable(d.model, all_tps, notes))
         if d.model is not None else layouts for d in loaded]
-    parts = [_drafter_plan(base, scenario, n, d, lay, progress)
+    parts = [make_drafter_plan(base, scenario, n, d, lay, progress)
              for n, d, lay in zip(names, loaded, drafter_layouts, strict=True)]
     # The drafter the single-drafter sections (memory, policies) show: of the drafters an
     # engine runs (where there is one), the one that serves a user fastest; the others follow
     # in the same order.
-    parts.sort(key=lambda p: (not _runs(p, hw.vendor), -_fastest_per_user(p.tables)))
+    parts.sort(key=lambda p: (not deployable(p, hw.vendor), -fastest_per_user(p.tables)))
     slo = DEFAULT_MIN_TOKENS_PER_S_PER_USER if min_tokens_per_s_per_user is None \
         else min_tokens_per_s_per_user
     bounds = Slo(min_tokens_per_s_per_user=slo,
@@ -412,7 +301,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     # The answer is one a team can deploy: drafters an engine runs (vLLM or SGLang has a
     # method for their family) where there is one; the others stay in the tables and figures
     # as specsim's model (and are the answer only when no runnable drafter was given).
-    runnable = {p.name: p.tables for p in parts if _runs(p, hw.vendor)}
+    runnable = {p.name: p.tables for p in parts if deployable(p, hw.vendor)}
     model_only = [p.name for p in parts if p.name not in runnable]
     if runnable and model_only:
         them = "it" if len(model_only) == 1 else "them"
@@ -572,19 +461,6 @@ def _formable(hw: Hardware, tps: tuple[int, ...], ep: int, notes: list[str]
     notes.extend(f"TP {tp} left out on {hw.name}: {problems[tp]}" for tp in tps
                  if kept and problems[tp] is not None)
     return kept or tps
-
-
-def _runs(part: DrafterPlan, vendor: str) -> bool:
-    """Whether an engine that serves on `vendor`'s GPUs has a method for the drafter's family
-    (a deployable answer)."""
-    return part.drafter is not None and any(a.method(part.drafter) for a in adapters(vendor))
-
-
-def _fastest_per_user(tables: list[ServingTable]) -> float:
-    """Highest tokens/s per user of any usable setting in the tables (0 if none): the arrays'
-    maximum (a Setting would also simulate its latency, which the order does not need)."""
-    return max((float(np.max(t.tokens_per_s_per_user[t.usable])) for t in tables
-                if t.usable.any()), default=0.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
