@@ -3,10 +3,10 @@
 Runs `python -m specsim plan --out DIR --force` 1 + REPEATS times as a fresh subprocess
 (interpreter start-up, imports, the serving model at TP 1/2/4/8, the policy simulation, the
 plots and both report files) and prints the median and minimum of the REPEATS runs, which read
-the held-out error summary kept by the first (`validate.held_out_summary`, kept under the digest
-of the specsim source and built-in specs in a folder of this benchmark's own), and the first
-run's time, which computes it (`validate`'s leave-one-source-out fits): what the first plan
-after an edit to the source or the specs takes.
+the held-out error summary kept by the first (`validate_summary.held_out_summary`, kept under
+the digest of the specsim source and built-in specs in a folder of this benchmark's own), and
+the first run's time, which computes it (`validate`'s leave-one-source-out fits): what the
+first plan after an edit to the source or the specs takes.
 
 Usage: PYTHONPATH=$PWD python benchmarks/plan.py [repeats]
 """

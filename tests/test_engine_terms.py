@@ -242,7 +242,7 @@ def test_sglang_prompts_are_passes_of_their_own_that_decoding_waits_for() -> Non
 def test_a_sglang_concurrency_row_waits_for_the_arriving_prompts_passes() -> None:
     """The plain step of an SGLang concurrency row (TPOT, its own prefill left out) is the
     closed-batch step plus (C - 1) / O arriving prompts' passes per step."""
-    from specsim.measurement import validate as V
+    from specsim.measurement import validate_rows as V
     from specsim.measurement.published import load_published
     from specsim.speculation.speedup import prefill_stall_s
 

@@ -231,7 +231,7 @@ def test_published_row_with_expert_parallelism(write_yaml: Any) -> None:
     and touches 8 x 32 / 256 = 1 of its own, so a step counts 58 x 8 = 464 touched experts
     per GPU at EP 1 (slices of each) and 58 x 1 = 58 at EP 8. An `ep` that does not divide
     the experts, or any on a dense model, is one line naming the row and field."""
-    from specsim.measurement.validate import row_parts
+    from specsim.measurement.validate_rows import row_parts
 
     row = {"id": "r1", "source": "s", "model": "deepseek-v3", "hardware": "h200",
            "engine": "sglang", "tp": 8, "batch": 1, "benchmark": "batch", "dataset": "d",
@@ -604,7 +604,7 @@ _TERMS = {"op_host_s": 0.0, "per_pass_s": 1e-3, "per_request_s": 0.0, "drafter_p
 
 def _parts(batch: float, baseline_s: float = 6e-3, overlap: bool = False) -> Any:
     """A CUDA-graph engine's row (its terms come from _TERMS), 3 drafter passes."""
-    from specsim.measurement.validate import RoundParts
+    from specsim.measurement.validate_rows import RoundParts
     from specsim.specs.engines import Engine
     from specsim.specs.models import load_model
 
@@ -936,7 +936,7 @@ def test_fitted_block_states_what_validate_measures(slug: str, results: list[Any
 def test_the_fit_cache_never_hands_one_engine_the_terms_of_another() -> None:
     import dataclasses
 
-    from specsim.measurement.validate import _with_terms
+    from specsim.measurement.validate_rows import _with_terms
     from specsim.specs.engines import load_engine
 
     sglang = load_engine("sglang")
@@ -952,7 +952,7 @@ def test_the_fit_cache_never_hands_one_engine_the_terms_of_another() -> None:
 
 def test_the_validate_figure_panels_are_error_summary_groups() -> None:
     from specsim.measurement.published import load_published
-    from specsim.measurement.validate import error_summary
+    from specsim.measurement.validate_summary import error_summary
 
     results = [v for v in validate(load_published()) if v.predicted is not None]
     groups = {g.group: g for g in error_summary(results, keys=("panel",))}
@@ -970,7 +970,8 @@ def test_a_signed_error_points_the_way_of_speed_for_times_and_rates(write_yaml: 
     their errors in the direction of speed +100% (10 / 5 - 1) and +50%, so the group's signed
     median is +75%, not 0; its absolute median stays 50%."""
     from specsim.measurement.published import load_published
-    from specsim.measurement.validate import Validation, error_summary
+    from specsim.measurement.validate import Validation
+    from specsim.measurement.validate_summary import error_summary
 
     row = {"id": "t", "source": "s", "model": "llama-3.1-8b", "hardware": "h100-sxm",
            "engine": "vllm", "batch": 1, "benchmark": "batch", "dataset": "random",
@@ -992,7 +993,7 @@ def test_a_concurrency_row_prefills_the_arriving_prompts_by_hand(write_yaml: Any
     512 steps and one arrives: 1024 / 512 = 2 prompt tokens per request ride in each step
     (C I / O = 32 per step), 15/16 of that for a TPOT (the request's own prompt left out);
     the context is I + O / 2 = 1,280; the step comes out slower than the closed batch's."""
-    from specsim.measurement.validate import prompt_tokens_per_step, row_context
+    from specsim.measurement.validate_rows import prompt_tokens_per_step, row_context
 
     row = {"id": "c", "source": "s", "model": "llama-3.1-8b", "hardware": "h100-sxm",
            "engine": "vllm", "batch": 16, "benchmark": "concurrency", "dataset": "random",
@@ -1029,7 +1030,7 @@ def test_a_versus_row_is_one_speculative_setting_over_another(write_yaml: Any) -
     batch, both with tau: by hand, with the rounds validate times for both rows, the
     predicted ratio is tau_a / round_a over tau_b / round_b; a reference in another setup
     or without tau is refused in one line."""
-    from specsim.measurement.validate import row_parts
+    from specsim.measurement.validate_rows import row_parts
 
     base = {"source": "s", "model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "vllm",
             "batch": 8, "benchmark": "batch", "dataset": "d", "shape": "chain", "topk": 1}
@@ -1133,7 +1134,7 @@ def test_a_published_row_carries_its_kv_dtype_to_the_timing(write_yaml: Any) -> 
     setup with a BF16 and an FP8 cache: the FP8 row's step is faster, by less than the
     halved cache reads alone give (the engine's FP8 kernel rate). A KV dtype that is not one
     is one line naming the row and field."""
-    from specsim.measurement.validate import row_parts
+    from specsim.measurement.validate_rows import row_parts
 
     rows = {r.id: r for r in load_published(["plain-decode-moe-amd"]) if "fp8kv" in r.id}
     bf16 = rows["vllmblog-fp8kv-h100-llama31-8b-bf16kv-tp1-c8"]

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import specsim.measurement.published as published
-import specsim.measurement.validate as validate
+import specsim.measurement.validate_summary as validate_summary
 import specsim.specs.paths as spec_paths
-from specsim.measurement.validate import GroupError
+from specsim.measurement.validate_summary import GroupError
 
 SUMMARY = (GroupError(group="all", rows=173, median_abs_error=0.1 + 0.2,
                       median_signed_error=-1e-300, wrong_sign=3),
@@ -26,20 +26,20 @@ def computed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
     """The summary's inputs replaced by SUMMARY (counting the computations), the cache in a
     fresh folder."""
     calls: list[int] = []
-    monkeypatch.setenv(validate.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(validate_summary.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(published, "load_published", lambda: [])
-    monkeypatch.setattr(validate, "validate", lambda rows: [])
+    monkeypatch.setattr(validate_summary, "validate", lambda rows: [])
 
     def summary(results: Any, keys: Any) -> list[GroupError]:
         calls.append(1)
         return list(SUMMARY)
 
-    monkeypatch.setattr(validate, "error_summary", summary)
+    monkeypatch.setattr(validate_summary, "error_summary", summary)
     return calls
 
 
 def _summary() -> tuple[GroupError, ...]:
-    summary: tuple[GroupError, ...] = validate.held_out_summary.__wrapped__()
+    summary: tuple[GroupError, ...] = validate_summary.held_out_summary.__wrapped__()
     return summary
 
 
@@ -73,20 +73,20 @@ def test_a_damaged_file_is_computed_again(computed: list[int], tmp_path: Path,
 
 def test_no_folder_keeps_nothing(computed: list[int], monkeypatch: pytest.MonkeyPatch,
                                  tmp_path: Path) -> None:
-    monkeypatch.setenv(validate.CACHE_ENV, "")
+    monkeypatch.setenv(validate_summary.CACHE_ENV, "")
     assert _summary() == SUMMARY and _summary() == SUMMARY
     assert len(computed) == 2
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
-    monkeypatch.setenv(validate.CACHE_ENV, str(blocked / "cache"))
+    monkeypatch.setenv(validate_summary.CACHE_ENV, str(blocked / "cache"))
     assert _summary() == SUMMARY  # unwritable: computed, not an error
     assert len(computed) == 3
 
 
 def test_the_default_folder_follows_xdg(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(validate.CACHE_ENV, raising=False)
+    monkeypatch.delenv(validate_summary.CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere")
-    assert validate.cache_dir() == Path("/somewhere/specsim")
+    assert validate_summary.cache_dir() == Path("/somewhere/specsim")
 
 
 def test_the_digest_follows_every_built_in_file(monkeypatch: pytest.MonkeyPatch,

@@ -41,7 +41,8 @@ def test_magicdecs_rows_come_out_as_close_as_the_other_families() -> None:
     (median); on the loop's counted host work, 6.7%. Nothing of it is fitted, so every row is
     a prediction."""
     from specsim.measurement.published import load_published
-    from specsim.measurement.validate import error_summary, validate
+    from specsim.measurement.validate import validate
+    from specsim.measurement.validate_summary import error_summary
 
     results = validate(load_published())
     by_family = {g.group: g for g in error_summary(results, keys=("family",))}

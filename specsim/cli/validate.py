@@ -176,7 +176,7 @@ def validate(
             echo(to_table(lat_rows))
             echo("\n" + to_table(lat_summary))
     if plot is not None:
-        from specsim.measurement.validate import error_summary
+        from specsim.measurement.validate_summary import error_summary
         from specsim.present.plots import validation_figure
 
         medians = {g.group: 100 * g.median_abs_error
@@ -199,7 +199,7 @@ def _row(v: Any) -> dict[str, Any]:
 
 def _summary(results: list[Any]) -> list[dict[str, Any]]:
     """`validate`'s summary table: the library's errors per group, in percent, 0.1 apart."""
-    from specsim.measurement.validate import error_summary
+    from specsim.measurement.validate_summary import error_summary
 
     return [{"group": g.group, "rows": g.rows,
              "median_abs_error_pct": round(100 * g.median_abs_error, 1),

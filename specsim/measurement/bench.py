@@ -265,7 +265,8 @@ def _plan_rows(plan: BenchPlan, runs: dict[str, EngineRun] | None = None
 def predict_plan_tpot_s(plan: BenchPlan) -> dict[str, float]:
     """Each point's mean TPOT with the built-in engine's terms, s (what the plan expects)."""
     from specsim.measurement.published import _row as published_row
-    from specsim.measurement.validate import ZEROED, _samples
+    from specsim.measurement.validate import _samples
+    from specsim.measurement.validate_rows import ZEROED
 
     rows = [published_row(r, Path(PLAN_FILE), i) for i, r in enumerate(_plan_rows(plan))]
     samples = _samples(rows, plan.engine)

@@ -11,47 +11,28 @@ computed once; the engine terms then enter through the one round-time formula,
 ranges stated there (`Engine.fit_range`), by least squares on the log error over the rows of
 that engine from every other source, and the row is predicted with that fit: the error
 reported is held out.
+
+A row's setting and its round's kernel times are in `validate_rows`; the error by group of
+rows and the held-out summary kept between runs in `validate_summary`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import itertools
-import json
-import os
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 
-from specsim.errors import SpecError
 from specsim.forward.shapes import FloatArray
 from specsim.measurement.pool import pool_occupancy
-from specsim.measurement.published import NO_DRAFTER_MODEL, OTHER_ENGINE, PublishedRow
-from specsim.specs.drafters import Drafter, load_drafter
-from specsim.specs.dtypes import Precision
+from specsim.measurement.published import OTHER_ENGINE, PublishedRow
+from specsim.measurement.validate_rows import ZEROED, RoundParts, row_parts
 from specsim.specs.engines import FACTORS, Engine, load_engine
-from specsim.specs.hardware import Hardware, load_hardware
-from specsim.specs.models import Model, load_model
 from specsim.speculation import engine_time
-from specsim.speculation.draft_cost import draft_passes
-from specsim.speculation.speedup import (
-    Candidates,
-    Setup,
-    chunk_share_s,
-    prefill_stall_s,
-    speedup_table,
-)
 
-CONTEXT_TOKENS = 1024.0  # cached tokens per request when a row does not say (stated default)
-# Host terms: kernel times are computed without them.
-ZEROED = ("op_host_s", "kernel_s", "per_pass_s", "per_request_s", "drafter_pass_s",
-          "drafter_request_s", "round_s", "round_request_s")
 FIT_GRID = (0.1, 0.5, 0.9)  # shares of each term's bound range on which the loss is screened
 FIT_STARTS = 9  # with three terms or more, the fit runs from this many of the grid's lowest
 # points (from all of them with one or two terms)
@@ -70,34 +51,6 @@ TIME_METRICS = ("plain_tpot_ms", "spec_tpot_ms")
 # speedup_versus: a row's tokens/s over another speculative setting's at the same batch (both
 # with tau), the two rounds' times against each other.
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RoundParts:
-    """A row's achieved kernel times (seconds), its setting, and its engine; the engine terms
-    enter only through `engine_time.round_time`."""
-
-    engine: Engine  # as the row ran it (its spec_overlap)
-    target: Model
-    drafter: Drafter | None
-    batch: float
-    baseline_s: float
-    verify_s: float
-    draft_s: float
-    passes: float
-    weight_dtype: str = ""  # the target's weights as the row served them ("": its own)
-    # the verification pass's softmax attention (kernel model seconds, included in verify_s
-    # once): the engine's verify_attention_factor adds (factor - 1) x this
-    verify_attention_s: float = 0.0
-
-    def times(self, terms: dict[str, float]) -> tuple[float, float]:
-        """(plain decoding step, speculative round) in seconds with these engine terms."""
-        engine = _with_terms(self.engine, terms)
-        verify = self.verify_s + (engine.verify_attention_factor - 1.0) * self.verify_attention_s
-        rt = engine_time.round_time(
-            engine, self.target, self.drafter, batch=self.batch,
-            step_gpu_s=self.baseline_s, verify_gpu_s=verify, draft_gpu_s=self.draft_s,
-            passes=self.passes, weight_dtype=self.weight_dtype)
-        return float(rt.step_s), float(rt.round_s)
 
 
 class PartsTimer:
@@ -146,24 +99,6 @@ class PartsTimer:
                 draft_gpu_s=a["draft_s"], passes=a["passes"])
             step[places], round_s[places] = rt.step_s, rt.round_s
         return step, round_s
-
-
-_ENGINES: dict[tuple[str, bool, tuple[tuple[str, float], ...]], tuple[Engine, Engine]] = {}
-
-
-def _with_terms(engine: Engine, terms: dict[str, float]) -> Engine:
-    """engine.with_terms(**terms), built once per engine and terms: a fit evaluates every row
-    at the same terms, and building the record per row was a third of `specsim plan`'s time.
-    A hit must be the same engine (equal records), not only the same name."""
-    key = (engine.slug, engine.spec_overlap, tuple(sorted(terms.items())))
-    hit = _ENGINES.get(key)
-    if hit is not None and (hit[0] is engine or hit[0] == engine):
-        return hit[1]
-    if len(_ENGINES) >= 4096:
-        _ENGINES.clear()
-    built = engine.with_terms(**terms)
-    _ENGINES[key] = (engine, built)
-    return built
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,127 +277,6 @@ def unpredictable(row: PublishedRow) -> str:
     if row.draft_tokens is None or row.depth is None:
         return "drafted tokens or depth not published"
     return ""
-
-
-def row_setup(row: PublishedRow, engine: Engine) -> tuple[Setup, Candidates]:
-    """The row's setting as a speedup-table setup with `engine`, and its one candidate."""
-    target = _builtin_model(row.model)
-    drafter = None if row.plain else _drafter(row, target)
-    nodes, depth = (0.0, 0.0) if row.plain else (float(row.draft_tokens or 0),
-                                                 float(row.depth or 0))
-    cands = Candidates(nodes=np.array([nodes]), depth=np.array([depth]),
-                       tau=np.array([row.tau or 1.0]),
-                       max_width=np.array([2.0 if row.shape == "tree" else 1.0]),
-                       shape=(row.shape,))
-    setup = Setup(target=target, hardware=_builtin_hardware(row.hardware), drafter=drafter,
-                  context=row_context(row), tp=row.tp, ep=row.ep,
-                  engine=engine.with_spec_overlap(row.spec_overlap),
-                  draft_cost=0.0 if drafter is None else None,
-                  precision=Precision(weight_dtype=row.weight_dtype, kv_dtype=row.kv_dtype))
-    return setup, cands
-
-
-def row_context(row: PublishedRow) -> float:
-    """Cached tokens per request while the row decodes: as the source states it, else the
-    prompt plus half the output (the mean over a request's decoding), else CONTEXT_TOKENS."""
-    if row.context is not None:
-        return row.context
-    if row.input_tokens is not None and row.output_tokens is not None:
-        return row.input_tokens + row.output_tokens / 2.0
-    return CONTEXT_TOKENS
-
-
-def prompt_tokens_per_step(row: PublishedRow, tokens_per_round: float) -> float:
-    """Prompt tokens per request that ride in each step (plain) or round of a concurrency run:
-    in steady state a request finishes every output / tokens_per_round steps and a new one
-    arrives, so each request brings tokens_per_round x input / output prompt tokens per step
-    (a concurrency benchmark at C users prefills about C I / O tokens per plain step). A
-    number without the requests' own prefill (TPOT) sees the others' only: (C - 1) / C of it.
-    0 for a closed batch."""
-    if not row.concurrency or not row.input_tokens or not row.output_tokens:
-        return 0.0
-    share = 1.0 if row.prefill_included else (row.batch - 1.0) / row.batch
-    return share * tokens_per_round * row.input_tokens / row.output_tokens
-
-
-def row_parts(row: PublishedRow, engine: Engine) -> RoundParts:
-    """Time the row's round with its engine's host terms at zero (kernel times only); a
-    concurrency row's passes carry the prompts arriving in steady state: as chunks riding in
-    its steps (chunked prefill), or, on an engine that runs prompts as passes of their own
-    (`Engine.prefill_mixed` false), as those passes' share of each step and round
-    (`prefill_stall_s`, priced with the engine's terms as loaded: a prefill pass is no
-    speculative round, so the fitted round terms do not enter it)."""
-    setup, cands = row_setup(row, engine.with_terms(**dict.fromkeys(ZEROED, 0.0),
-                                                    verify_attention_factor=1.0))
-    table = speedup_table(setup, [row.batch], cands)
-    depth = float(cands.depth[0])
-    passes = 0.0 if setup.drafter is None else float(draft_passes(setup.drafter, depth))
-    baseline, verify = float(table.baseline_s[0]), float(table.verify_s[0, 0])
-    if row.concurrency:
-        context = float(np.mean(setup.context))
-        q = np.array([1.0, float(cands.nodes[0]) + 1.0])
-        p = np.array([prompt_tokens_per_step(row, 1.0),
-                      prompt_tokens_per_step(row, float(cands.tau[0]))])
-        if engine.prefill_mixed or not row.input_tokens:
-            extra = chunk_share_s(setup, q, p, float(row.batch), context)
-        else:
-            arrivals = float(row.batch) * p / float(row.input_tokens)
-            full, _ = row_setup(row, engine)
-            extra = prefill_stall_s(full, float(row.input_tokens), arrivals)
-        baseline, verify = baseline + float(extra[0]), verify + float(extra[1])
-    return RoundParts(
-        engine=engine.with_spec_overlap(row.spec_overlap), target=setup.target,
-        drafter=setup.drafter, batch=float(row.batch), baseline_s=baseline, verify_s=verify,
-        draft_s=float(table.draft_s[0, 0]), passes=passes,
-        weight_dtype=setup.precision.weight_dtype,
-        verify_attention_s=float(np.asarray(table.verify_attention_s).reshape(-1)[0]))
-
-
-# A published row names built-in specs only (published.py checks), and the samples of one
-# validation read the same few dozen files over a hundred times: each is read once.
-@functools.cache
-def _builtin_model(name: str) -> Model:
-    return load_model(name)
-
-
-@functools.cache
-def _builtin_hardware(name: str) -> Hardware:
-    return load_hardware(name)
-
-
-@functools.cache
-def _builtin_drafter(name: str, target: str, checked: bool = True) -> Drafter:
-    """The drafter on the row's target, through the one compatibility check every command
-    uses (a drafter made for another model is refused, naming both) unless the row takes the
-    spec only as an architecture at its target's width (`checked` False)."""
-    from specsim.speculation.setup import check_compatible
-
-    drafter = load_drafter(name, target=_builtin_model(target))
-    if checked:
-        check_compatible(load_drafter(name).target, drafter, _builtin_model(target), name)
-    return drafter
-
-
-def _drafter(row: PublishedRow, target: Model) -> Drafter | None:
-    """The row's drafter on its target (None: drafting without a model)."""
-    if row.drafter_spec in (None, NO_DRAFTER_MODEL):
-        return None
-    try:
-        d = _builtin_drafter(row.drafter_spec, target.slug, not (
-            row.drafter_takes_target_width or row.drafter_spec_stands_in))
-    except SpecError as err:
-        raise SpecError(f"{row.file}.yaml row {row.id}: field 'drafter_spec': {err} (if the "
-                        "spec only stands for the architecture of a checkpoint made for this "
-                        "target, say drafter_spec_stands_in: true)") from None
-    if not row.drafter_takes_target_width or d.hidden_size == target.hidden_size:
-        return d
-    # Widened to the target's shapes; an own LM head keeps its draft vocabulary (EAGLE-3's
-    # 32,000 of the target's), a shared one is the target's.
-    return dataclasses.replace(
-        d, hidden_size=target.hidden_size, num_attention_heads=target.num_attention_heads,
-        num_kv_heads=target.num_kv_heads, head_dim=target.head_dim,
-        intermediate_size=target.intermediate_size,
-        vocab_size=d.vocab_size if d.own_lm_head else target.vocab_size)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -691,190 +505,3 @@ def full_fit(rows: list[PublishedRow], engine_slug: str) -> dict[str, float]:
     """Engine terms fitted on every predictable row of that engine (what its YAML ships)."""
     return fit_terms(load_engine(engine_slug),
                      list(_samples([r for r in rows if r.fit], engine_slug).values()))
-
-
-# The panels of `specsim validate --plot` by metric (error_summary's "panel" key).
-PANELS = {"speedup": "speedup", "tokens_per_s": "tokens/s", "plain_tokens_per_s": "tokens/s",
-          "plain_tpot_ms": "tokens/s", "spec_tpot_ms": "tokens/s",
-          "relative_speedup": "relative_speedup",
-          "speedup_versus": "relative_speedup"}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupError:
-    """Held-out error of a group of predicted rows (fractions, not percent)."""
-
-    group: str
-    rows: int
-    median_abs_error: float  # of the rows' `error`
-    median_signed_error: float  # of their `speed_error`: positive = predicted faster
-    wrong_sign: int  # speedup rows predicted on the other side of 1 than measured
-
-
-# The summary key of the absolute decode rates per GPU vendor and model kind: its groups are
-# named f"{RATES}={rates_group(vendor, moe)}".
-RATES = "rates"
-
-
-GROUP_KEYS: tuple[str, ...] = ("kind", "batch", "engine", "vendor", "moe", "benchmark",
-                               "with tau", "family", "metric", "weights", RATES)
-BATCH_GROUPS = ((1, "1"), (15, "2-15"))  # a row's batch group: the first whose bound it is
-# within, else ">=16" (batch 1 is latency-bound; 2-15 the small batches; >= 16 served batches)
-
-
-def batch_group(batch: int) -> str:
-    """'1', '2-15' or '>=16': the batch (or concurrency) group a row is reported in."""
-    return next((name for bound, name in BATCH_GROUPS if batch <= bound), ">=16")
-
-
-def rates_group(vendor: str, moe: bool) -> str:
-    """The `rates` group of an absolute decode rate: its GPU's vendor and its model's kind,
-    e.g. 'AMD, MoE' (the plan states the error of the group its own setup falls in)."""
-    return f"{vendor}, {'MoE' if moe else 'dense'}"
-
-
-def error_summary(results: list[Validation], keys: tuple[str, ...] = GROUP_KEYS
-                  ) -> list[GroupError]:
-    """Median errors of the predicted rows: all first, then per value of each key in `keys`
-    (group names 'key=value'; `rates`: the absolute decode rates per GPU vendor and dense /
-    MoE model, `rates_group`)."""
-    done = [v for v in results if v.predicted is not None]
-    key_of: dict[str, Callable[[Validation], str]] = {
-        "with tau": lambda v: str(v.row.tau is not None).lower(),
-        "engine": lambda v: v.row.engine, "family": lambda v: v.group,
-        "batch": lambda v: batch_group(v.row.batch), "metric": lambda v: v.metric,
-        "kind": lambda v: "absolute" if v.metric in ABSOLUTE else "speedup",
-        "vendor": lambda v: _builtin_hardware(v.row.hardware).vendor,
-        "benchmark": lambda v: v.row.benchmark,
-        "weights": lambda v: _weights(v.row),
-        "moe": lambda v: str(_is_moe(v.row.model)).lower(),
-        "panel": lambda v: PANELS[v.metric],
-        RATES: lambda v: rates_group(_builtin_hardware(v.row.hardware).vendor,
-                                       _is_moe(v.row.model)) if v.metric in ABSOLUTE else ""}
-    groups: list[tuple[str, list[Validation]]] = [("all", done)]
-    for label in keys:
-        key = key_of[label]
-        for value in sorted({key(v) for v in done} - {""}):  # "": in no group of the key
-            groups.append((f"{label}={value}", [v for v in done if key(v) == value]))
-    out = []
-    for name, members in groups:
-        if not members:  # no row predicted (a file of rows without tau): no median to take
-            continue
-        errors = np.array([v.error for v in members], dtype=np.float64)
-        faster = np.array([v.speed_error for v in members], dtype=np.float64)
-        out.append(GroupError(
-            group=name, rows=len(members), median_abs_error=float(np.median(np.abs(errors))),
-            median_signed_error=float(np.median(faster)),
-            wrong_sign=sum(v.wrong_sign for v in members)))
-    return out
-
-
-@functools.cache
-def held_out_summary() -> tuple[GroupError, ...]:
-    """`error_summary` of every built-in published row, overall, per drafter family, and
-    of the absolute decode rates per GPU vendor and dense / MoE model (`rates_group`).
-
-    The leave-one-source-out fits take seconds, so the summary is computed once per process
-    and kept on disk (`cache_dir`) under `source_digest()`: the digest of every file of the
-    specsim source and of the built-in specs, and of the Python, numpy and scipy versions.
-    Any edit to one of them (a published row, an engine term, a line of the model) gives
-    another digest, and the summary is computed again."""
-    from specsim.measurement.published import load_published
-    from specsim.specs.paths import source_digest
-
-    folder = cache_dir()
-    path = None if folder is None else folder / f"held-out-{source_digest()}.json"
-    cached = _read_summary(path)
-    if cached is not None:
-        return cached
-    summary = tuple(error_summary(validate(load_published()), keys=("family", RATES)))
-    _write_summary(path, summary)
-    return summary
-
-
-CACHE_ENV = "SPECSIM_CACHE_DIR"  # where results kept between runs go; set empty: nowhere
-
-
-def cache_dir() -> Path | None:
-    """Folder of results kept between runs: $SPECSIM_CACHE_DIR (empty: none are kept), else
-    $XDG_CACHE_HOME/specsim, else ~/.cache/specsim."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen is not None:
-        return Path(chosen) if chosen else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "specsim"
-
-
-_GROUP_ERROR_TYPES = {f.name: {"str": str, "int": int, "float": float}[str(f.type)]
-                      for f in dataclasses.fields(GroupError)}
-
-
-def _read_summary(path: Path | None) -> tuple[GroupError, ...] | None:
-    """The summary kept at `path`, or None (none kept, unreadable, or not a summary)."""
-    if path is None:
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, list) or not data:
-        return None
-    out = []
-    for item in data:
-        if not isinstance(item, dict) or set(item) != set(_GROUP_ERROR_TYPES) or not all(
-                type(item[k]) is kind for k, kind in _GROUP_ERROR_TYPES.items()):
-            return None
-        out.append(GroupError(**item))
-    return tuple(out)
-
-
-def _write_summary(path: Path | None, summary: tuple[GroupError, ...]) -> None:
-    """Keep the summary at `path` (whole or not at all); a folder that cannot be written
-    only means the next run computes it again."""
-    if path is None:
-        return
-    text = json.dumps([dataclasses.asdict(g) for g in summary])
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".held-out-", suffix=".tmp")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return
-    # Summaries of earlier sources: the newest few stay (other checkouts sharing the folder).
-    kept = sorted(path.parent.glob("held-out-*.json"), key=_mtime_ns, reverse=True)
-    for old in kept[KEEP_SUMMARIES:]:
-        with contextlib.suppress(OSError):
-            old.unlink()
-
-
-KEEP_SUMMARIES = 8
-
-
-def _mtime_ns(path: Path) -> int:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return 0
-
-
-def _weights(row: PublishedRow) -> str:
-    """The weight dtype a row ran: its own, else the checkpoint's (with its experts' dtype
-    where that differs, as gpt-oss ships mxfp4 experts in a bf16 model)."""
-    if row.weight_dtype:
-        return row.weight_dtype
-    model = _builtin_model(row.model)
-    experts = model.moe.weight_dtype if model.moe is not None else None
-    if experts and experts != model.weight_dtype:
-        return f"{model.weight_dtype}, {experts} experts"
-    return model.weight_dtype
-
-
-def _is_moe(model: str) -> bool:
-    return _builtin_model(model).moe is not None

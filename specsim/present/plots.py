@@ -281,8 +281,8 @@ def validation_figure(rows: list[dict[str, Any]], medians_pct: dict[str, float],
     """Predicted against measured: speedups (left), tokens/s (middle), speedup ratios (right:
     a batch sweep's speedup over its reference batch, or one method over another at the same
     batch), one marker per family. Each panel names its row
-    count and median |error| (`medians_pct`: validate's error_summary by "panel", in percent,
-    "all" for the title); speedup rows predicted on the other side of 1 are circled."""
+    count and median |error| (`medians_pct`: `validate_summary.error_summary` by "panel", in
+    percent, "all" for the title); speedup rows predicted on the other side of 1 are circled."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from specsim.forward.memory import DEFAULT_MEMORY_FRACTION, DEFAULT_WORKSPACE_TOKENS
 from specsim.forward.ops import ROUTING_LOCALITY
-from specsim.measurement.validate import RATES
+from specsim.measurement.validate_summary import RATES
 from specsim.present.document import Row, without_checkout
 from specsim.present.report_hardware import profile_kind
 from specsim.present.report_speculation import acceptance_text

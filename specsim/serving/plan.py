@@ -29,7 +29,12 @@ from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.forward.cost import check_layout
 from specsim.forward.memory import serving_memory
-from specsim.measurement.validate import RATES, GroupError, held_out_summary, rates_group
+from specsim.measurement.validate_summary import (
+    RATES,
+    GroupError,
+    held_out_summary,
+    rates_group,
+)
 from specsim.serving.capacity import (
     TP_DEGREES,
     Demand,
@@ -131,7 +136,7 @@ class Plan:
     # (the same for every plan; computed once per process).
     validation: tuple[GroupError, ...] = ()
     # The decode-rate group this plan's own setup falls in (its GPU's vendor, its model's
-    # kind; `validate.rates_group`), where published rows exist: its GPU count rests on it.
+    # kind; `validate_summary.rates_group`), where published rows exist: its GPU count rests on it.
     rate_error: GroupError | None = None
     # What the report shows of the plan, computed here (the report only renders): T(n) at the
     # answer's TP, memory against context (MEMORY_CONTEXTS, `memory_by_context`), the Pareto
