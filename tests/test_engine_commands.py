@@ -290,3 +290,46 @@ def test_a_command_per_node_says_which_node_it_is_for() -> None:
     assert [c.argv[c.argv.index("--node-rank") + 1] for c in two] == ["0", "1"]
     (same,) = parallel_commands(vllm, one, tp=8, ep=1, gpus_per_node=8, tail=tail)
     assert same.node is None and same.node_label == ""
+
+
+# ------------------------------------------------------------------ KV-cache dtype
+
+
+@pytest.mark.parametrize("kv, flag", [("bf16", []), ("fp16", []),
+                                      ("fp8", ["--kv-cache-dtype", "fp8_e4m3"])])
+def test_an_fp8_cache_is_stored_as_timed_by_every_engine(kv: str, flag: list[str]) -> None:
+    """The KV cache a recommendation was timed with is the one its commands start: SGLang
+    0.5.23 `--kv-cache-dtype fp8_e4m3` (its choices: auto, fp8_e5m2, fp8_e4m3, ...), vLLM
+    0.33.0 `--kv-cache-dtype fp8` (CacheDType), TensorRT-LLM `kv_cache_config: {dtype: fp8}`
+    in its extra-options file; a 16-bit cache is each engine's default ('auto'), no flag."""
+    from specsim.specs.dtypes import Precision
+
+    setup, _ = load_setup(drafter="eagle3-llama-3.1-8b", precision=Precision(kv_dtype=kv))
+    rows = [_choice(1, 4, 4, 1), _choice(8, 4, 4, 1)]
+    sglang = [c for c in engine_commands(_rec(rows), setup) if c.engine == "sglang"]
+    assert [list(c.argv) for c in sglang] == [
+        [*SGLANG_HEAD, TARGET, *flag, *_eagle3(4, 1, 5), "--max-running-requests", "8"]]
+    vllm = adapter("vllm").plain_command(setup, 8)
+    assert list(vllm.argv) == ["vllm", "serve", TARGET,
+                               *(["--kv-cache-dtype", "fp8"] if flag else []),
+                               "--max-num-seqs", "8"]
+    trtllm = adapter("trtllm").plain_command(setup, 8)
+    (_, text), = trtllm.files
+    assert ("kv_cache_config:\n  dtype: fp8\n" in text) == bool(flag)
+    assert "kv-cache-dtype" not in " ".join(trtllm.argv)
+
+
+def test_a_cache_dtype_an_engine_cannot_store_is_its_one_line() -> None:
+    """specsim's int8 cache has no name in any engine's recorded choices (vLLM's
+    int8_per_token_head adds per-token scales): each engine says so instead of printing a
+    command that would start a 16-bit cache."""
+    from specsim.specs.dtypes import Precision
+
+    setup, _ = load_setup(drafter="eagle3-llama-3.1-8b", precision=Precision(kv_dtype="int8"))
+    for slug in ("vllm", "sglang", "trtllm"):
+        plain = adapter(slug).plain_command(setup, 8)
+        spec = adapter(slug).commands(_rec([_choice(1, 4, 4, 1)]), setup)
+        for command in (plain, *spec):
+            assert command.command is None
+            assert command.reason.startswith("stores no int8 KV cache")
+            assert "give --kv-dtype fp8 or bf16" in command.reason

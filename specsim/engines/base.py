@@ -36,6 +36,10 @@ Builds = Literal["chains", "eagle_trees"]
 Setting = TypeVar("Setting")
 
 
+# KV-cache dtypes an engine's default ('auto': the model's own dtype) stores: no flag.
+SIXTEEN_BIT = ("bf16", "fp16")
+
+
 def render_command(argv: Sequence[str]) -> str:
     """An argument vector as one line a POSIX shell runs as exactly that vector: every word
     that needs it is single-quoted (a `'` inside written as '"'"'), none is left to expand."""
@@ -174,7 +178,49 @@ class EngineAdapter:
 
     def commands(self, rec: Recommendation, setup: Setup) -> list[EngineCommand]:
         """The commands that run `rec` on this engine, or one saying why there is none."""
+        problem = self.kv_cache_problem(setup)
+        if problem:
+            return [self.refuse(problem)]
         return self.build_commands(self, rec, setup)
+
+    @property
+    def kv_cache_names(self) -> dict[str, str]:
+        """specsim's KV dtypes the engine stores besides 16-bit, with the engine's name for
+        each (engines/<slug>.yaml `speculative.kv_cache_dtype.values`; none without it)."""
+        return dict(self.args.rules.get("kv_cache_dtype", {}).get("values", {}))
+
+    def kv_cache_value(self, setup: Setup) -> str | None:
+        """The engine's name for the setup's KV-cache dtype (engines/<slug>.yaml
+        `speculative.kv_cache_dtype.values`); None for a 16-bit cache, which the engine's
+        default ('auto': the model's dtype) stores. A dtype the engine has no name for is
+        `kv_cache_problem`'s."""
+        kv = setup.precision.kv_dtype
+        if kv in SIXTEEN_BIT:
+            return None
+        value = self.kv_cache_names.get(kv)
+        return None if value is None else str(value)
+
+    def kv_cache_problem(self, setup: Setup) -> str:
+        """Why the engine cannot store the setup's KV cache as timed ("": it can)."""
+        kv = setup.precision.kv_dtype
+        if kv in SIXTEEN_BIT or self.kv_cache_value(setup) is not None:
+            return ""
+        names = ", ".join(self.kv_cache_names)
+        return (f"stores no {kv} KV cache (besides the model's 16-bit dtype: "
+                f"{names or 'none'}); give --kv-dtype {names.split(', ')[0] if names else 'bf16'}"
+                " or bf16")
+
+    def kv_cache_args(self, setup: Setup) -> tuple[str, ...]:
+        """The flag and value storing the setup's KV cache in its dtype (none for a 16-bit
+        cache, or an engine that sets it in a file instead: `kv_cache_dtype.flag` null)."""
+        value = self.kv_cache_value(setup)
+        flag = self.args.rules.get("kv_cache_dtype", {}).get("flag")
+        return (flag, value) if value is not None and flag else ()
+
+    def serve_argv(self, setup: Setup) -> tuple[str, ...]:
+        """The launch command for the setup's target with its KV-cache dtype (no TP, no
+        speculation, no cap)."""
+        return (*self.args.launch_argv(target_id(setup)), *self.kv_cache_args(setup))
 
     def cells(self, rec: Recommendation, drafter: Drafter | None) -> list[object]:
         """The recommend table's column for this engine, one value per row of `rec.best`."""
@@ -255,10 +301,13 @@ class EngineAdapter:
     def plain_command(self, setup: Setup, batch: int) -> EngineCommand:
         """The command that serves the setup's target without speculation at its TP degree,
         capped at `batch` concurrent requests."""
+        problem = self.kv_cache_problem(setup)
+        if problem:
+            return self.refuse(problem)
         if self.build_plain is not None:
             return self.build_plain(self, setup, batch)
         args = self.args
-        argv = (*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp),
+        argv = (*self.serve_argv(setup), *tp_args(args.tp_flag, setup.tp),
                 *self.cap_args(batch))
         return EngineCommand(engine=self.slug, version=self.version, argv=argv,
                              batches=(batch,))

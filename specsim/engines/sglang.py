@@ -132,7 +132,7 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
     rows = [c for c in rec.engine_trees if c.fits]
     if not any(c.nodes for c in rows):
         return [engine.refuse("speculation does not pay at any batch size that fits")]
-    plain = [*args.launch_argv(target_id(setup)), *tp_args(args.tp_flag, setup.tp)]
+    plain = [*engine.serve_argv(setup), *tp_args(args.tp_flag, setup.tp)]
     head = list(plain)
     timing = setup.engine
     if timing is not None and timing.base_slug == engine.slug and not timing.spec_overlap:

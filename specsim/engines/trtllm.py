@@ -218,6 +218,9 @@ def _options(engine: EngineAdapter, setup: Setup, group: list[BatchRange[int]],
     if speculative is not None:
         options["speculative_config"] = speculative
     options["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": cap}
+    kv = engine.kv_cache_value(setup)
+    if kv is not None:  # the cache as timed: TorchLlmArgs.kv_cache_config.dtype
+        options["kv_cache_config"] = {"dtype": kv}
     step = max(r.last * (1 + r.setting) for r in group)
     if step > rules["top_level"]["max_num_tokens"]["default"]:
         options["max_num_tokens"] = step

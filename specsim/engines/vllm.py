@@ -16,7 +16,6 @@ from specsim.engines.base import (
     batch_ranges,
     register,
     render_command,
-    target_id,
     tp_args,
 )
 from specsim.errors import SpecError
@@ -136,7 +135,7 @@ def commands(engine: EngineAdapter, rec: Recommendation, setup: Setup) -> list[E
     found = engine.problems(config, setup.target.architecture)
     if found:
         raise SpecError(f"internal: emitted vLLM setting breaks engines/vllm.yaml: {found}")
-    argv = [*args.launch_argv(target_id(setup)), *config_args(config),
+    argv = [*engine.serve_argv(setup), *config_args(config),
             *tp_args(args.tp_flag, setup.tp)]
     batches = tuple(c.batch for c in rec.schedule_chain)
     # the largest step: each range's top batch scoring 1 + its chain length per request
