@@ -333,3 +333,47 @@ def test_a_cache_dtype_an_engine_cannot_store_is_its_one_line() -> None:
             assert command.command is None
             assert command.reason.startswith("stores no int8 KV cache")
             assert "give --kv-dtype fp8 or bf16" in command.reason
+
+
+# ------------------------------------------------------------------ weight dtype
+
+
+def test_fp8_weights_of_a_16_bit_checkpoint_are_quantized_at_load_where_an_engine_can() -> None:
+    """`--weight-dtype fp8` on Llama-3.1-8B (a bf16 checkpoint) is timed with W8A8 GEMMs;
+    vLLM 0.33.0 and SGLang 0.5.23 quantize the checkpoint when they load it (`--quantization
+    fp8`, in both wheels' choices), TensorRT-LLM reads only checkpoints quantized beforehand
+    (ModelOpt), so it says so. fp16 on a bf16 checkpoint is the same bytes: no flag."""
+    from specsim.specs.dtypes import Precision
+
+    rows = [_choice(1, 4, 4, 1), _choice(8, 4, 4, 1)]
+    setup, _ = load_setup(drafter="eagle3-llama-3.1-8b",
+                          precision=Precision(weight_dtype="fp8"))
+    sglang = [c for c in engine_commands(_rec(rows), setup) if c.engine == "sglang"]
+    assert [list(c.argv) for c in sglang] == [
+        [*SGLANG_HEAD, TARGET, "--quantization", "fp8", *_eagle3(4, 1, 5),
+         "--max-running-requests", "8"]]
+    assert list(adapter("vllm").plain_command(setup, 8).argv) == [
+        "vllm", "serve", TARGET, "--quantization", "fp8", "--max-num-seqs", "8"]
+    trtllm = adapter("trtllm").plain_command(setup, 8)
+    assert trtllm.command is None and trtllm.reason.startswith(
+        f"serves {TARGET} as stored (bf16 weights); fp8 weights need a checkpoint stored in fp8")
+    half, _ = load_setup(drafter="eagle3-llama-3.1-8b", precision=Precision(weight_dtype="fp16"))
+    assert list(adapter("vllm").plain_command(half, 8).argv) == [
+        "vllm", "serve", TARGET, "--max-num-seqs", "8"]
+
+
+def test_an_fp8_checkpoint_is_served_as_stored_and_not_upcast() -> None:
+    """DeepSeek-V3's checkpoint stores fp8 weights: served as stored it needs no flag, and
+    bf16 weights (timed at twice the bytes) would need another checkpoint, which every engine
+    says instead of printing a command that serves fp8."""
+    from specsim.specs.dtypes import Precision
+
+    stored, _ = load_setup(hardware="h200", drafter="mtp-deepseek-v3", tp=8)
+    assert "--quantization" not in adapter("vllm").plain_command(stored, 8).argv
+    upcast, _ = load_setup(hardware="h200", drafter="mtp-deepseek-v3", tp=8,
+                           precision=Precision(weight_dtype="bf16"))
+    for slug in ("vllm", "sglang", "trtllm"):
+        command = adapter(slug).plain_command(upcast, 8)
+        assert command.command is None
+        assert command.reason.startswith("serves deepseek-ai/DeepSeek-V3 as stored (fp8 "
+                                         "weights); bf16 weights need a checkpoint")

@@ -178,7 +178,7 @@ class EngineAdapter:
 
     def commands(self, rec: Recommendation, setup: Setup) -> list[EngineCommand]:
         """The commands that run `rec` on this engine, or one saying why there is none."""
-        problem = self.kv_cache_problem(setup)
+        problem = self.precision_problem(setup)
         if problem:
             return [self.refuse(problem)]
         return self.build_commands(self, rec, setup)
@@ -217,10 +217,49 @@ class EngineAdapter:
         flag = self.args.rules.get("kv_cache_dtype", {}).get("flag")
         return (flag, value) if value is not None and flag else ()
 
+    def weight_value(self, setup: Setup) -> str | None:
+        """The engine's online quantization method for the setup's weight dtype where it
+        differs from the checkpoint's (engines/<slug>.yaml `speculative.weight_quantization`);
+        None where the checkpoint is served as stored. A dtype the engine cannot quantize
+        to at load is `weight_problem`'s."""
+        served, own = setup.precision.weight_dtype, setup.target.weight_dtype
+        if not served or served == own or {served, own} <= set(SIXTEEN_BIT):
+            return None  # as stored (16-bit either way: the same bytes and time)
+        value = self.weight_names.get(served)
+        return None if value is None else str(value)
+
+    @property
+    def weight_names(self) -> dict[str, str]:
+        """specsim's weight dtypes the engine quantizes a 16-bit checkpoint to when it loads
+        it, with the engine's method name for each (none without the block)."""
+        return dict(self.args.rules.get("weight_quantization", {}).get("values", {}))
+
+    def weight_problem(self, setup: Setup) -> str:
+        """Why the engine cannot serve the target's weights in the setup's dtype ("": it
+        can: the checkpoint as stored, or quantized to it at load)."""
+        served, own = setup.precision.weight_dtype, setup.target.weight_dtype
+        if not served or served == own or {served, own} <= set(SIXTEEN_BIT) \
+                or (own in SIXTEEN_BIT and self.weight_value(setup)):
+            return ""
+        online = ", ".join(self.weight_names) if own in SIXTEEN_BIT else ""
+        return (f"serves {target_id(setup)} as stored ({own} weights)"
+                + (f" or quantized at load to {online}" if online else "")
+                + f"; {served} weights need a checkpoint stored in {served} (a model spec "
+                "whose hf_id is one, with its weight_dtype)")
+
+    def precision_problem(self, setup: Setup) -> str:
+        """Why the engine cannot start the setup's weights and KV cache as timed ("": it
+        can)."""
+        return self.weight_problem(setup) or self.kv_cache_problem(setup)
+
     def serve_argv(self, setup: Setup) -> tuple[str, ...]:
-        """The launch command for the setup's target with its KV-cache dtype (no TP, no
-        speculation, no cap)."""
-        return (*self.args.launch_argv(target_id(setup)), *self.kv_cache_args(setup))
+        """The launch command for the setup's target with its weights and KV cache as timed
+        (no TP, no speculation, no cap)."""
+        quant = self.weight_value(setup)
+        flag = self.args.rules.get("weight_quantization", {}).get("flag")
+        return (*self.args.launch_argv(target_id(setup)),
+                *((flag, quant) if quant is not None and flag else ()),
+                *self.kv_cache_args(setup))
 
     def cells(self, rec: Recommendation, drafter: Drafter | None) -> list[object]:
         """The recommend table's column for this engine, one value per row of `rec.best`."""
@@ -301,7 +340,7 @@ class EngineAdapter:
     def plain_command(self, setup: Setup, batch: int) -> EngineCommand:
         """The command that serves the setup's target without speculation at its TP degree,
         capped at `batch` concurrent requests."""
-        problem = self.kv_cache_problem(setup)
+        problem = self.precision_problem(setup)
         if problem:
             return self.refuse(problem)
         if self.build_plain is not None:
