@@ -628,3 +628,26 @@ def test_the_why_sentence_parts_add_up_to_its_round() -> None:
     total, prefill, gpu, host = (float(g.replace(",", "")) for g in found.groups())
     assert total == pytest.approx(max(prefill + gpu, host), abs=0.15)
     assert host > 0.25 * total
+
+
+def test_a_plan_serves_the_weights_and_cache_it_was_given() -> None:
+    """--kv-dtype fp8 halves each request's cache: Qwen3-8B holds 36 layers x 8 KV heads x
+    128 x (K, V) per token, at 2,048 tokens 301,989,888 bytes in bf16 plus EAGLE-3's one
+    layer (8,388,608), so 0.3104 GB a request, 0.1552 GB in fp8, and twice the requests fit.
+    The answer says which cache it is for, and its commands start it (vLLM's flag)."""
+    from specsim.present.report_answer import answer_text
+    from specsim.serving.plan import memory_by_context
+    from specsim.specs.dtypes import Precision
+
+    plans = {kv: make_plan(hardware="h100-sxm", model="qwen3-8b", drafters=["eagle3-qwen3-8b"],
+                           engine="vllm", workload="chat", tps=(1,),
+                           precision=Precision(kv_dtype=kv)) for kv in ("bf16", "fp8")}
+    per_request = (36 * 8 * 128 * 2 * 2048 + 1 * 8 * 128 * 2 * 2048) * 2 / 1e9
+    (bf16,), (fp8,) = (memory_by_context(plans[kv], (2048.0,)) for kv in ("bf16", "fp8"))
+    assert bf16["cache_per_request_gb"] == pytest.approx(per_request, rel=1e-9)
+    assert fp8["cache_per_request_gb"] == pytest.approx(per_request / 2, rel=1e-9)
+    assert fp8["max_concurrency"] >= 2 * bf16["max_concurrency"] - 1
+    assert answer_text(plans["fp8"]).startswith("Serve Qwen3-8B (an fp8 KV cache) on ")
+    assert answer_text(plans["bf16"]).startswith("Serve Qwen3-8B on ")
+    vllm = [c for c in plans["fp8"].answer_commands if c.engine == "vllm"]
+    assert vllm and all(("--kv-cache-dtype", "fp8") == c.argv[3:5] for c in vllm)

@@ -11,8 +11,11 @@ from specsim.cli.common import (
     DEFAULT_MODEL,
     EngineOpt,
     HardwareOpt,
+    KvDtypeOpt,
+    WeightDtypeOpt,
     app,
     echo,
+    precision,
 )
 
 
@@ -48,6 +51,8 @@ def plan(
         "--ep", help="Pin the expert-parallel degree of a MoE target: its routed experts "
         "spread over EP GPUs, EP / TP data-parallel TP groups (default: 1, and for a model that "
         "fits no single node, expert-parallel layouts over 2 and 4 nodes as well).")] = None,
+    weight_dtype: WeightDtypeOpt = "",
+    kv_dtype: KvDtypeOpt = "bf16",
     disaggregate: Annotated[bool, typer.Option(
         help="Also plan prefill/decode disaggregation: a prefill pool for the prompts, a "
         "decode pool (with the drafter) for the tokens, the KV cache sent between them over "
@@ -99,7 +104,8 @@ def plan(
                            requests_per_s=requests_per_s, max_ttft_p90_ms=max_ttft_p90_ms,
                            max_itl_p99_ms=max_itl_p99_ms, acceptance=profile,
                            tps=TP_DEGREES if tp is None else (tp,), ep=ep,
-                           disaggregate=disaggregate, progress=progress)
+                           disaggregate=disaggregate, progress=progress,
+                           precision=precision(weight_dtype, kv_dtype))
         progress("writing the report")
         files = folder.publish(render_report(result))
     echo(f"answer: {headline(result)}")

@@ -47,6 +47,16 @@ def headline(plan: Plan) -> str:
     return text if end < 0 else text[:end + 1]
 
 
+def precision_text(plan: Plan) -> str:
+    """' (fp8 weights, an fp8 KV cache)' where the plan serves the target otherwise than as its
+    checkpoint stores it with a 16-bit cache (what `--weight-dtype` / `--kv-dtype` set); ''
+    else."""
+    p, own = plan.setup.precision, plan.model.weight_dtype
+    parts = ([f"{p.weight_dtype} weights"] if p.weight_dtype and p.weight_dtype != own else []) \
+        + ([f"an {p.kv_dtype} KV cache"] if p.kv_dtype not in ("bf16", "fp16") else [])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def answer_text(plan: Plan) -> str:
     """The answer in words: setting, TP, batch, throughput, latency, the SLO and the demand,
     the GPU count with and without speculation, why speculation pays or not, and the
@@ -60,7 +70,8 @@ def answer_text(plan: Plan) -> str:
     assert s is not None
     engines = plan.best_engines if b is not None else plan.best_plain_engines
     lat = s.latency
-    text = (f"Serve {plan.model.name} on {plan.hardware.name} for {plan.scenario.name} with "
+    text = (f"Serve {plan.model.name}{precision_text(plan)} on {plan.hardware.name} for "
+            f"{plan.scenario.name} with "
             + ("no speculation" if s.nodes == 0 else f"{s.drafter}, {_setting_text(s)}"
                + (f" (runs on {' and '.join(engines)})" if engines else
                   " (no engine runs this drafter: specsim's model only)"))

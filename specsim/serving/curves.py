@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 
 from specsim.forward.cost import pass_cost
 from specsim.forward.shapes import FloatArray, batch_mix_passes
+from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Efficiency, Hardware, load_hardware
 from specsim.specs.models import Model
@@ -24,7 +25,7 @@ from specsim.speculation.engine_time import plain_step_s
 
 
 def priced_tn_s(engine: Engine | None, hw: Hardware, model: Model, tokens: ArrayLike, *,
-                tp: int = 1) -> FloatArray:
+                tp: int = 1, precision: Precision | None = None) -> FloatArray:
     """Seconds of one plain step over n requests of one token each (no cached context), as the
     plan prices it: the kernels on the GPU's one kernel model (`specs.hardware.kernel_profile`)
     with the engine's kernel terms, plus the engine's host and launch
@@ -34,6 +35,7 @@ def priced_tn_s(engine: Engine | None, hw: Hardware, model: Model, tokens: Array
     Args:
         tokens: n per pass (= requests), shape (S,).
         tp: tensor-parallel degree.
+        precision: the weights and KV cache as served (None: the model's own, bf16).
 
     Returns:
         Seconds, shape (S,).
@@ -41,8 +43,9 @@ def priced_tn_s(engine: Engine | None, hw: Hardware, model: Model, tokens: Array
     n = np.atleast_1d(np.asarray(tokens, dtype=np.float64))
     shape = batch_mix_passes(1.0, n, np.array([0.0]))
     if engine is None:
-        return np.asarray(pass_cost(model, hw, shape, tp=tp).time_s, dtype=np.float64)
-    return plain_step_s(engine, hw, model, shape, n, tp=tp)
+        return np.asarray(pass_cost(model, hw, shape, tp=tp, precision=precision).time_s,
+                          dtype=np.float64)
+    return plain_step_s(engine, hw, model, shape, n, tp=tp, precision=precision)
 
 
 # Tokens per pass of the report's T(n) table and figure.
@@ -75,11 +78,13 @@ class TnTable:
 
 
 def tn_table(model: Model, hw: Hardware, engine: Engine | None, *, tp: int = 1,
-             tokens: tuple[int, ...] = TN_TOKENS) -> TnTable:
+             tokens: tuple[int, ...] = TN_TOKENS, precision: Precision | None = None
+             ) -> TnTable:
     """The report's T(n): the datasheet roofline (the article's idealized GPU, for reference)
-    and the one T(n) the plan prices with (`priced_tn_s`), in that order."""
+    and the one T(n) the plan prices with (`priced_tn_s`), in that order, at `precision`."""
     ideal = dataclasses.replace(hw, efficiency=Efficiency())
     n = np.asarray(tokens, dtype=np.float64)
-    seconds = {DATASHEET_LABEL: priced_tn_s(None, ideal, model, n, tp=tp),
-               priced_label(engine): priced_tn_s(engine, hw, model, n, tp=tp)}
+    seconds = {DATASHEET_LABEL: priced_tn_s(None, ideal, model, n, tp=tp, precision=precision),
+               priced_label(engine): priced_tn_s(engine, hw, model, n, tp=tp,
+                                                 precision=precision)}
     return TnTable(tokens=tokens, tp=tp, seconds=seconds)

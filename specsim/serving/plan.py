@@ -65,6 +65,7 @@ from specsim.serving.scenarios import Scenario, load_scenario
 from specsim.specs.acceptance import AcceptanceProfile
 from specsim.specs.defaults import MAX_TOKENS_PER_S, MAX_TOKENS_PER_S_PER_USER
 from specsim.specs.drafters import load_drafter
+from specsim.specs.dtypes import Precision
 from specsim.specs.engines import Engine, engine_or_none, load_engine
 from specsim.specs.hardware import (
     Hardware,
@@ -214,7 +215,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
               acceptance: AcceptanceProfile | None = None,
               tps: tuple[int, ...] = TP_DEGREES, ep: int | None = None,
               disaggregate: bool = False, progress: Progress = _quiet,
-              policy_seed: int = 0) -> Plan:
+              policy_seed: int = 0, precision: Precision | None = None) -> Plan:
     """The capacity plan for a model on a GPU under a workload (see the module docstring).
 
     drafters: slugs or paths (None: the built-in drafters trained for the model);
@@ -224,8 +225,8 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     tps: the TP degrees tried (one: pinned); ep: the expert-parallel degree pinned (None: 1,
     and for a model that fits no single node of a GPU with a `node` block, the layouts past
     one node of `beyond_node_layouts` as well); disaggregate: also plan separate prefill and
-    decode pools (`serving.disaggregate`, `Plan.disaggregated`).
-    """
+    decode pools (`serving.disaggregate`, `Plan.disaggregated`); precision: weights and KV
+    cache as served (None: the model's own, bf16), for timing, memory and commands alike."""
     check_number(target_tokens_per_s, "target_tokens_per_s", low=0.0,
                  high=MAX_TOKENS_PER_S, low_open=True)
     check_number(min_tokens_per_s_per_user, "min_tokens_per_s_per_user", low=0.0,
@@ -246,7 +247,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     target = load_model(model)
     hw = load_hardware(hardware)
     base = Setup(target=target, hardware=hw, context=scenario.decode_context_tokens,
-                 engine=engine_or_none(load_engine(engine)))
+                 engine=engine_or_none(load_engine(engine)), precision=precision or Precision())
     if base.engine is not None:
         check_engine_serves(base.engine.base_slug, hw.vendor, hw.slug)
     names = drafters if drafters is not None else default_drafters(target)
@@ -345,7 +346,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
                 rate_error=next((g for g in summary if g.group == f"{RATES}=" + rates_group(
                     hw.vendor, target.moe is not None)), None))
     answer = best or best_plain
-    tn = tn_table(target, hw, base.engine, tp=answer.tp if answer else 1)
+    tn = tn_table(target, hw, base.engine, tp=answer.tp if answer else 1, precision=base.precision)
     return dataclasses.replace(
         plan, tn=tn, why=why_text([p for p in parts if p.name in tables], answer, tn)
         if answer else "",
@@ -513,7 +514,7 @@ def memory_by_context(plan: Plan, contexts: tuple[float, ...]) -> list[dict[str,
     for tp, ep in layouts:
         for ctx in contexts:
             m = serving_memory(plan.model, plan.hardware, 1.0, ctx, drafter=drafter, tp=tp,
-                               ep=ep)
+                               ep=ep, precision=plan.setup.precision)
             rows.append({"tp": tp, **({"ep": ep} if wide else {}), "context_tokens": ctx,
                          "weights_gb": (m.weights_bytes + m.drafter_weights_bytes) / 1e9,
                          "cache_per_request_gb": m.per_request_bytes / 1e9,
