@@ -651,3 +651,21 @@ def test_a_plan_serves_the_weights_and_cache_it_was_given() -> None:
     assert answer_text(plans["bf16"]).startswith("Serve Qwen3-8B on ")
     vllm = [c for c in plans["fp8"].answer_commands if c.engine == "vllm"]
     assert vllm and all(("--kv-cache-dtype", "fp8") == c.argv[3:5] for c in vllm)
+
+
+def test_a_plain_answer_does_not_say_speculation_pays() -> None:
+    """Where the plan serves without speculation although the fastest draft gives each user a
+    little more (Qwen3-8B with an FP8 cache on vLLM at batch 500: EAGLE-3's chain of 1 at
+    1.01x, the same GPU count), the answer's reason says the gain is too little; it said
+    'Why speculation pays here' under an answer of no speculation."""
+    from specsim.present.report_answer import answer_text
+    from specsim.specs.dtypes import Precision
+
+    plan = make_plan(hardware="h100-sxm", model="qwen3-8b", drafters=["eagle3-qwen3-8b"],
+                     engine="vllm", workload="chat", tps=(1,),
+                     precision=Precision(kv_dtype="fp8"))
+    text = answer_text(plan)
+    assert plan.best_plain is not None and "with no speculation" in text
+    gain = re.search(r"yields τ = [0-9.]+ tokens: ([0-9.]+)x plain decoding per user", text)
+    assert gain is not None and float(gain.group(1)) > 1.0
+    assert "Why speculation gains too little here" in text

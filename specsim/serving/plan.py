@@ -416,7 +416,7 @@ def why_text(parts: list[DrafterPlan], answer: Setting, tn: TnTable) -> str:
     knee = _knee_tokens(tn)
     nodes = int(c.nodes[k])
     what = (f"a chain of {nodes}" if c.shape[k] == "chain" else f"a tree of {nodes} nodes")
-    verdict = "pays" if gain > 1.0 else "does not pay"
+    verdict = ("pays" if answer.nodes else "gains too little") if gain > 1.0 else "does not pay"
     # the round's parts: GPU (verification and drafting) against the engine's host work
     one = Candidates(nodes=c.nodes[k:k + 1], depth=c.depth[k:k + 1], tau=c.tau[k:k + 1],
                      max_width=c.max_width[k:k + 1], shape=c.shape[k:k + 1])
