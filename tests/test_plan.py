@@ -669,3 +669,18 @@ def test_a_plain_answer_does_not_say_speculation_pays() -> None:
     gain = re.search(r"yields τ = [0-9.]+ tokens: ([0-9.]+)x plain decoding per user", text)
     assert gain is not None and float(gain.group(1)) > 1.0
     assert "Why speculation gains too little here" in text
+
+
+def test_a_cache_no_engine_stores_is_planned_but_not_given_commands() -> None:
+    """An int8 cache is timed and sized (specsim's model), but no engine stores one (vLLM's,
+    SGLang's and TensorRT-LLM's recorded choices): the answer says no engine serves it, and
+    no command is offered that would start a 16-bit cache."""
+    from specsim.present.report_answer import answer_text
+    from specsim.specs.dtypes import Precision
+
+    plan = make_plan(hardware="h100-sxm", model="qwen3-8b", drafters=["eagle3-qwen3-8b"],
+                     engine="sglang", workload="chat", tps=(1,),
+                     precision=Precision(kv_dtype="int8"))
+    assert plan.answer_commands == () and plan.best_engines == ()
+    assert "(no engine serves an int8 KV cache: specsim's model only; see the commands)" \
+        in answer_text(plan)

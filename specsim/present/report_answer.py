@@ -69,12 +69,17 @@ def answer_text(plan: Plan) -> str:
     s = b or p
     assert s is not None
     engines = plan.best_engines if b is not None else plan.best_plain_engines
+    # weights or a cache as given that no engine starts (an int8 cache, bf16 weights of an
+    # fp8 checkpoint): no command for the answer; the engine commands section says why
+    unserved = bool(precision_text(plan)) and not plan.answer_commands
     lat = s.latency
     text = (f"Serve {plan.model.name}{precision_text(plan)} on {plan.hardware.name} for "
             f"{plan.scenario.name} with "
             + ("no speculation" if s.nodes == 0 else f"{s.drafter}, {_setting_text(s)}"
-               + (f" (runs on {' and '.join(engines)})" if engines else
-                  " (no engine runs this drafter: specsim's model only)"))
+               + ("" if unserved else f" (runs on {' and '.join(engines)})" if engines
+                  else " (no engine runs this drafter: specsim's model only)"))
+            + (f" (no engine serves {precision_text(plan).strip(' ()')}: specsim's model "
+               "only; see the commands)" if unserved else "")
             + f", at {s.layout} with {s.batch:,} concurrent requests per "
             + ("TP group" if s.ep > s.tp else "replica") + ": "
             f"{s.gpus} GPUs ({_replicas(s.replicas)} of {s.layout}) for {demand}"
@@ -196,6 +201,9 @@ def section_answer(plan: Plan, add: Callable[..., None]) -> None:
                                            + (f" ({c.node_label})" if c.node else ""),
                                            *file_comments(c), str(c.command)])
                               for c in commands))
+    elif precision_text(plan):  # no engine starts these weights or this cache
+        add("p", "No engine starts this setting as it was timed: each says why under Engine "
+            "commands.")
     elif s.nodes == 0:
         add("p", "Run it: start the engine without speculative flags"
             + (f", --tensor-parallel-size {s.tp} (vLLM) / --tp {s.tp} (SGLang)."

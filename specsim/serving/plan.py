@@ -540,8 +540,8 @@ def setting_engines(plan: Plan, s: Setting) -> list[str]:
     """The names of the engines that build a setting ("vLLM", "SGLang"), as printed; for a
     layout past one TP group or node, those that record its flags (`engines.parallel`)."""
     wide = s.ep > 1 or s.unit_gpus > plan.hardware.gpus_per_node
-    return [a.name for a in setting_adapters(plan, s)
-            if not wide or isinstance(a.args.rules.get("parallel"), dict)]
+    return [a.name for a in setting_adapters(plan, s) if not a.precision_problem(plan.setup)
+            and (not wide or isinstance(a.args.rules.get("parallel"), dict))]
 
 
 def _choice(s: Setting) -> Choice:
