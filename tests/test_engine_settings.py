@@ -126,10 +126,16 @@ def test_every_emitted_setting_satisfies_the_recorded_rules(slug: str) -> None:
     sglang = [c.batch_range for c in commands if c.engine == "sglang" and c.argv]
     # SGLang's commands, one per range, cover batch 1 .. the largest that fits without a gap
     assert [r[0] for r in sglang] == [1, *(r[1] + 1 for r in sglang[:-1])][:len(sglang)]
+    # fp8 weights of a 16-bit checkpoint (the large targets that fit 8 GPUs only so): vLLM and
+    # SGLang quantize at load, TensorRT-LLM reads only checkpoints quantized beforehand
+    weights = setup.precision.weight_dtype
+    quantized = bool(weights) and weights != setup.target.weight_dtype
     runs = {"vllm": slug not in NO_VLLM, "sglang": slug not in NO_SGLANG,
-            "trtllm": slug not in NO_TRTLLM}
+            "trtllm": slug not in NO_TRTLLM and not quantized}
     for command in commands:
         assert (command.command is not None) == runs[command.engine], command.reason
+        if command.command is not None and command.engine != "trtllm":
+            assert ("--quantization fp8" in command.command) == quantized
     assert (checked > 0) == any(runs.values())
 
 
