@@ -1151,3 +1151,30 @@ def test_a_published_row_carries_its_kv_dtype_to_the_timing(write_yaml: Any) -> 
     path = write_yaml("kvrow.yaml", {"rows": [row]})
     with pytest.raises(SpecError, match=r"kvrow.yaml: row 'r1': field 'kv_dtype' must be one"):
         load_published([str(path)])
+
+
+def test_sglang_casts_query_k_and_v_for_an_fp8_cache_in_kernels_of_their_own() -> None:
+    """SGLang 0.5.23 on fa3 casts the query, K and V to an FP8 cache's dtype in three kernels
+    per attention layer (bf16: one fused store): Llama-3.1-8B's 32 layers add 32 x 3 graph
+    kernels of 2.5 us, 240 us a pass, whatever the batch; a bf16 cache adds none, and vLLM
+    (fused into reshape_and_cache_flash and the compiled graph) none beyond its rate term."""
+    from specsim.forward.cost import pass_cost
+    from specsim.forward.shapes import batch_mix_passes
+    from specsim.specs.dtypes import Precision
+    from specsim.specs.hardware import kernel_profile
+    from specsim.specs.models import load_model
+
+    hw = kernel_profile(load_hardware("h100-sxm"))
+    sglang, vllm = load_engine("sglang"), load_engine("vllm")
+    assert (sglang.kv_quant_kernels_per_layer, vllm.kv_quant_kernels_per_layer) == (3, 0)
+    model = load_model("llama-3.1-8b")
+    for batch in (1.0, 32.0):
+        shape = batch_mix_passes(batch, np.array([1.0]), np.array([2048.0]))
+        fp8 = pass_cost(model, hw, shape, precision=Precision(kv_dtype="fp8"))
+        bf16 = pass_cost(model, hw, shape, precision=Precision(kv_dtype="bf16"))
+        assert float(engine_time.quantized_kv_extra_s(sglang, fp8)[0]) == pytest.approx(
+            32 * 3 * 2.5e-6, rel=1e-12)
+        assert float(engine_time.quantized_kv_extra_s(sglang, bf16)[0]) == 0.0
+        rate_only = dataclasses.replace(vllm, kv_quant_kernels_per_layer=0.0)
+        assert float(engine_time.quantized_kv_extra_s(vllm, fp8)[0]) == float(
+            engine_time.quantized_kv_extra_s(rate_only, fp8)[0])

@@ -65,6 +65,9 @@ and at the top level (sourced, never fitted):
                            weights at few tokens, as a fraction of the bf16 GEMM rate
     moe_weight_dtype_efficiency  the same for the fused-MoE expert GEMMs, where they differ
                            (a dtype absent here takes weight_dtype_efficiency's value)
+    kv_quant_kernels_per_layer  kernels an attention layer adds over a quantized KV cache
+                           (casting the query, K and V to the cache dtype where the engine
+                           does not fuse it into its cache write and attention)
     kv_dtype_efficiency    per quantized KV-cache dtype (fp8) and head width (keys hd64,
                            hd128, ...): the rate its decode attention kernel streams the cache
                            at, as a fraction of the bf16 kernel's rate (a head width between
@@ -130,7 +133,7 @@ def term_maximum(name: str) -> float:
 TERMS = ("op_host_s", "kernels_per_layer", "kernels_per_pass", "moe_extra_kernels_per_layer",
          "mlp_kernels_per_layer", "mla_extra_kernels_per_layer", "qk_norm_kernels_per_layer",
          "shared_expert_kernels_per_layer", "mamba_kernels_per_layer",
-         "quant_kernels_per_gemm", "kernel_s", "per_pass_s",
+         "quant_kernels_per_gemm", "kv_quant_kernels_per_layer", "kernel_s", "per_pass_s",
          "per_request_s",
          "drafter_pass_s", "drafter_request_s", "round_s", "moe_layer_s", "moe_expert_floor_s",
          "round_request_s")
@@ -199,6 +202,7 @@ class Engine:
     shared_expert_kernels_per_layer: float = 0.0
     mamba_kernels_per_layer: float = 0.0
     quant_kernels_per_gemm: float = 0.0
+    kv_quant_kernels_per_layer: float = 0.0
     kernel_s: float = 0.0
     drafter_ops: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     per_pass_s: float = 0.0

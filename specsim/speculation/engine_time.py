@@ -335,6 +335,7 @@ def counted_round_time(engine: Engine, counts: OpCounts, *, batch: ArrayLike,
 
 
 EXPERT_OPS = ("experts_up", "experts_down")
+SIXTEEN_BIT_KV = ("bf16", "fp16", "fp32")  # caches no engine quantizes into or out of
 
 
 def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
@@ -361,14 +362,17 @@ def quantized_kv_extra_s(engine: Engine, cost: PassCost) -> FloatArray:
     (S,): the engine's kernel streams the cache at `Engine.kv_efficiency` of its bf16 kernel's
     rate (dequantization, the query's quantization, FP8 tiles), so each memory-bound attention
     op's cache read takes 1 / f of the time the roofline gives its bytes. Compute-bound
-    passes (prefill) keep the roofline."""
+    passes (prefill) keep the roofline. An engine that casts the query, K and V in kernels of
+    their own adds `kv_quant_kernels_per_layer` kernels per attention layer (kernel_s each)."""
     extra = np.zeros(cost.tokens.shape)
-    if not engine.kv_dtype_efficiency:
+    if not (engine.kv_dtype_efficiency or engine.kv_quant_kernels_per_layer):
         return extra
     for c in cost.ops:
         kernel = c.op.kernel
-        if kernel is None:
+        if kernel is None or kernel.kv_dtype in SIXTEEN_BIT_KV:
             continue
+        # the casts an unfused engine runs per attention layer, each a graph kernel
+        extra = extra + c.op.layers * engine.kv_quant_kernels_per_layer * engine.kernel_s
         f = engine.kv_efficiency(kernel.kv_dtype, kernel.head_dim)
         if f < 1.0:
             read_s = c.op.kv_read_bytes / c.bandwidth_bytes_per_s
