@@ -377,3 +377,22 @@ def test_an_fp8_checkpoint_is_served_as_stored_and_not_upcast() -> None:
         assert command.command is None
         assert command.reason.startswith("serves deepseek-ai/DeepSeek-V3 as stored (fp8 "
                                          "weights); bf16 weights need a checkpoint")
+
+
+def test_an_fp8_cache_of_an_mla_model_notes_what_sglang_does_with_it() -> None:
+    """SGLang 0.5.23's fa3 MLA decode converts each layer's whole FP8 cache pool to bf16 every
+    pass (issue #35291), which is not priced: DeepSeek-V3 with --kv-dtype fp8 gets that note
+    from the engine's YAML; a bf16 cache, or a GQA model's FP8 cache, gets none."""
+    from specsim.specs.dtypes import Precision
+
+    def notes(drafter: str, kv: str, hardware: str = "h100-sxm", tp: int = 1
+              ) -> tuple[str, ...]:
+        setup, _ = load_setup(drafter=drafter, precision=Precision(kv_dtype=kv),
+                              hardware=hardware, tp=tp)
+        return tuple(n for n in setup.notes if "cache pool" in n)
+
+    (note,) = notes("mtp-deepseek-v3", "fp8", hardware="h200", tp=8)
+    assert note.startswith("SGLang 0.5.23: its fa3 and flashinfer_mla decode")
+    assert "issue #35291" in note and "--attention-backend flashmla" in note
+    assert notes("mtp-deepseek-v3", "bf16", hardware="h200", tp=8) == ()
+    assert notes("eagle3-llama-3.1-8b", "fp8") == ()

@@ -26,6 +26,7 @@ from specsim.engines.base import (
     block_only,
     check_engine_runs,
     check_engine_serves,
+    precision_cautions,
     register,
     render_command,
     runs_chains,
@@ -35,6 +36,7 @@ from specsim.engines.base import (
 )
 
 __all__ = ["BatchRange", "EngineAdapter", "EngineCommand", "adapter", "adapters",
-           "batch_ranges", "block_only", "check_engine_runs", "check_engine_serves", "register",
+           "batch_ranges", "block_only", "check_engine_runs", "check_engine_serves",
+           "precision_cautions", "register",
            "render_command", "runs_chains", "sglang", "target_id", "tree_engines", "trtllm",
            "unregister", "vllm"]

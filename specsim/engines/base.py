@@ -465,6 +465,16 @@ def check_engine_serves(engine_slug: str, vendor: str, gpu: str) -> None:
                            "no engine runs on it: --engine roofline prices the GPU alone"))
 
 
+def precision_cautions(setup: Setup) -> tuple[str, ...]:
+    """What the engines that serve on the setup's GPU do with its cache that specsim does not
+    price, one note per engine (engines/<slug>.yaml `speculative.kv_cache_dtype.mla_caution`,
+    for a quantized cache of an MLA model); none otherwise."""
+    if setup.target.mla is None or setup.precision.kv_dtype in SIXTEEN_BIT:
+        return ()
+    return tuple(f"{a.label}: {text}" for a in adapters(setup.hardware.vendor)
+                 if (text := a.args.rules.get("kv_cache_dtype", {}).get("mla_caution")))
+
+
 def tp_args(flag: str, tp: int) -> list[str]:
     """The tensor-parallel flag and degree, nothing at TP 1."""
     return [flag, str(tp)] if tp > 1 else []

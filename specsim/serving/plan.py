@@ -24,6 +24,7 @@ from specsim.engines import (
     adapters,
     check_engine_runs,
     check_engine_serves,
+    precision_cautions,
 )
 from specsim.engines.parallel import parallel_commands
 from specsim.errors import SpecError, check_number, parameter_error
@@ -139,10 +140,8 @@ class Plan:
     # The decode-rate group this plan's own setup falls in (its GPU's vendor, its model's
     # kind; `validate_summary.rates_group`), where published rows exist: its GPU count rests on it.
     rate_error: GroupError | None = None
-    # What the report shows of the plan, computed here (the report only renders): T(n) at the
-    # answer's TP, memory against context (MEMORY_CONTEXTS, `memory_by_context`), the Pareto
-    # front, the engines that run `best` and `best_plain`, the commands of the answer, the
-    # engine timed and the built-in calibrated profiles.
+    # What the report shows, computed here (the report only renders): T(n) at the answer's TP,
+    # memory by context, the Pareto front, engines and commands, calibrated profiles.
     tn: TnTable | None = None
     memory: tuple[dict[str, float], ...] = ()
     pareto: tuple[FrontierPoint, ...] = ()
@@ -253,6 +252,7 @@ def make_plan(*, hardware: str, model: str, drafters: list[str] | None, engine: 
     names = drafters if drafters is not None else default_drafters(target)
     notes = [] if names else [f"no built-in drafter is trained for {target.slug}; plain "
                               "decoding only (give --drafter to add one)"]
+    notes += precision_cautions(base)
     # Everything that can be refused is read before the first progress line, so bad input
     # ends in one line; TP degrees a model cannot be split over are left out with a note.
     if len(tps) == 1:  # a pinned TP (--tp): it must split the target, or one clear error

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from specsim.engines import check_engine_runs, check_engine_serves
+from specsim.engines import check_engine_runs, check_engine_serves, precision_cautions
 from specsim.errors import SpecError, check_number, parameter_error
 from specsim.specs.acceptance import AcceptanceProfile, constant_profile
 from specsim.specs.defaults import (
@@ -91,7 +91,7 @@ def load_setup(*, hardware: str = DEFAULT_HARDWARE, model: str | None = None,
     setup = Setup(target=target, hardware=gpu, drafter=draft,
                   context=context, tp=tp, draft_cost=draft_cost,
                   precision=precision or Precision(), engine=timing, ep=ep, notes=notes)
-    return setup, profile
+    return replace(setup, notes=(*notes, *precision_cautions(setup))), profile
 
 
 def load_target_and_drafter(model: str | None, drafter: str | None
