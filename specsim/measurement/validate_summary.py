@@ -199,13 +199,7 @@ def _mtime_ns(path: Path) -> int:
 def _weights(row: PublishedRow) -> str:
     """The weight dtype a row ran: its own, else the checkpoint's (with its experts' dtype
     where that differs, as gpt-oss ships mxfp4 experts in a bf16 model)."""
-    if row.weight_dtype:
-        return row.weight_dtype
-    model = _builtin_model(row.model)
-    experts = model.moe.weight_dtype if model.moe is not None else None
-    if experts and experts != model.weight_dtype:
-        return f"{model.weight_dtype}, {experts} experts"
-    return model.weight_dtype
+    return _builtin_model(row.model).weights_text(row.weight_dtype)
 
 
 def _is_moe(model: str) -> bool:

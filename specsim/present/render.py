@@ -129,7 +129,7 @@ def setup_text(*, model: Any, hardware: Any, context: float | tuple[float, ...] 
         parts.append(f"context {context_text(context)} tokens")
     parts.append(f"TP {tp}" + (f", EP {ep}" if ep > 1 else ""))
     if precision is not None:
-        weights = precision.weight_dtype or model.weight_dtype
+        weights = model.weights_text(precision.weight_dtype)
         parts.append(f"weights {weights}, KV {precision.kv_dtype}, "
                      f"compute {precision.compute_dtype}")
     if acceptance:

@@ -109,8 +109,11 @@ def section_memory(plan: Plan, add: Callable[..., None]) -> None:
                      f"{DEFAULT_MEMORY_FRACTION:.0%} of HBM", fontsize=9)
         ax.legend(fontsize=8)
     who = plan.drafters[0].name
-    add("p", f"Weights (the target's and {who}'s), workspace and caches per GPU (the "
-        f"target's and {who}'s cache) against the context each request holds; the "
+    p = plan.setup.precision
+    add("p", f"Weights (the target's and {who}'s; the target's in "
+        f"{plan.model.weights_text(p.weight_dtype)}), workspace and caches per GPU (the "
+        f"target's and {who}'s cache, in {p.kv_dtype}) against the context each request "
+        "holds; the "
         f"largest batch that fits in {DEFAULT_MEMORY_FRACTION:.0%} of HBM. At the "
         f"scenario's mean decoding context ({plan.scenario.decode_context_tokens:,.0f} tokens) "
         "the serving model caps the batch at: "

@@ -276,6 +276,14 @@ class Model:
         dense = self.moe.dense_layers if self.moe else self.num_layers
         return ("dense",) * dense + ("moe",) * (self.num_layers - dense)
 
+    def weights_text(self, served: str = "") -> str:
+        """The weights as served: `served` where given, else the checkpoint's dtype (with its
+        experts' where that differs, as gpt-oss ships mxfp4 experts in a bf16 model)."""
+        experts = self.moe.weight_dtype if self.moe is not None else None
+        if served or not experts or experts == self.weight_dtype:
+            return served or self.weight_dtype
+        return f"{self.weight_dtype}, {experts} experts"
+
     @property
     def num_moe_layers(self) -> int:
         return self.mlp_kinds.count("moe")
