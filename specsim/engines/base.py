@@ -205,10 +205,10 @@ class EngineAdapter:
         kv = setup.precision.kv_dtype
         if kv in SIXTEEN_BIT or self.kv_cache_value(setup) is not None:
             return ""
-        names = ", ".join(self.kv_cache_names)
+        names = list(self.kv_cache_names)
         return (f"stores no {kv} KV cache (besides the model's 16-bit dtype: "
-                f"{names or 'none'}); give --kv-dtype {names.split(', ')[0] if names else 'bf16'}"
-                " or bf16")
+                f"{', '.join(names) or 'none'}); give --kv-dtype "
+                + " or ".join([*names[:1], "bf16"]))
 
     def kv_cache_args(self, setup: Setup) -> tuple[str, ...]:
         """The flag and value storing the setup's KV cache in its dtype (none for a 16-bit
