@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args
 
 from specsim.errors import SpecError
 from specsim.specs.drafters import FAMILIES
+from specsim.specs.dtypes import SIXTEEN_BIT
 from specsim.specs.engine_args import EngineArgs, engine_args
 from specsim.specs.names import one_line
 
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
 Builds = Literal["chains", "eagle_trees"]
 
 Setting = TypeVar("Setting")
-
-
-# KV-cache dtypes an engine's default ('auto': the model's own dtype) stores: no flag.
-SIXTEEN_BIT = ("bf16", "fp16")
 
 
 def render_command(argv: Sequence[str]) -> str:
@@ -183,11 +180,16 @@ class EngineAdapter:
             return [self.refuse(problem)]
         return self.build_commands(self, rec, setup)
 
+    def _rule(self, name: str) -> dict[str, Any]:
+        """A block of the engine's `speculative:` rules ({} where the YAML has none)."""
+        block = self.args.rules.get(name)
+        return block if isinstance(block, dict) else {}
+
     @property
     def kv_cache_names(self) -> dict[str, str]:
         """specsim's KV dtypes the engine stores besides 16-bit, with the engine's name for
         each (engines/<slug>.yaml `speculative.kv_cache_dtype.values`; none without it)."""
-        return dict(self.args.rules.get("kv_cache_dtype", {}).get("values", {}))
+        return dict(self._rule("kv_cache_dtype").get("values", {}))
 
     def kv_cache_value(self, setup: Setup) -> str | None:
         """The engine's name for the setup's KV-cache dtype (engines/<slug>.yaml
@@ -213,18 +215,16 @@ class EngineAdapter:
     def kv_cache_args(self, setup: Setup) -> tuple[str, ...]:
         """The flag and value storing the setup's KV cache in its dtype (none for a 16-bit
         cache, or an engine that sets it in a file instead: `kv_cache_dtype.flag` null)."""
-        value = self.kv_cache_value(setup)
-        flag = self.args.rules.get("kv_cache_dtype", {}).get("flag")
+        value, flag = self.kv_cache_value(setup), self._rule("kv_cache_dtype").get("flag")
         return (flag, value) if value is not None and flag else ()
 
     def weight_value(self, setup: Setup) -> str | None:
-        """The engine's online quantization method for the setup's weight dtype where it
-        differs from the checkpoint's (engines/<slug>.yaml `speculative.weight_quantization`);
-        None where the checkpoint is served as stored. A dtype the engine cannot quantize
-        to at load is `weight_problem`'s."""
+        """The engine's method quantizing the 16-bit checkpoint to the setup's weight dtype
+        when it loads it (engines/<slug>.yaml `speculative.weight_quantization`); None where
+        the checkpoint is served as stored, or the engine cannot (`weight_problem`)."""
         served, own = setup.precision.weight_dtype, setup.target.weight_dtype
-        if not served or served == own or {served, own} <= set(SIXTEEN_BIT):
-            return None  # as stored (16-bit either way: the same bytes and time)
+        if _as_stored(served, own) or own not in SIXTEEN_BIT:
+            return None
         value = self.weight_names.get(served)
         return None if value is None else str(value)
 
@@ -232,14 +232,13 @@ class EngineAdapter:
     def weight_names(self) -> dict[str, str]:
         """specsim's weight dtypes the engine quantizes a 16-bit checkpoint to when it loads
         it, with the engine's method name for each (none without the block)."""
-        return dict(self.args.rules.get("weight_quantization", {}).get("values", {}))
+        return dict(self._rule("weight_quantization").get("values", {}))
 
     def weight_problem(self, setup: Setup) -> str:
         """Why the engine cannot serve the target's weights in the setup's dtype ("": it
         can: the checkpoint as stored, or quantized to it at load)."""
         served, own = setup.precision.weight_dtype, setup.target.weight_dtype
-        if not served or served == own or {served, own} <= set(SIXTEEN_BIT) \
-                or (own in SIXTEEN_BIT and self.weight_value(setup)):
+        if _as_stored(served, own) or self.weight_value(setup):
             return ""
         online = ", ".join(self.weight_names) if own in SIXTEEN_BIT else ""
         return (f"serves {target_id(setup)} as stored ({own} weights)"
@@ -255,8 +254,7 @@ class EngineAdapter:
     def serve_argv(self, setup: Setup) -> tuple[str, ...]:
         """The launch command for the setup's target with its weights and KV cache as timed
         (no TP, no speculation, no cap)."""
-        quant = self.weight_value(setup)
-        flag = self.args.rules.get("weight_quantization", {}).get("flag")
+        quant, flag = self.weight_value(setup), self._rule("weight_quantization").get("flag")
         return (*self.args.launch_argv(target_id(setup)),
                 *((flag, quant) if quant is not None and flag else ()),
                 *self.kv_cache_args(setup))
@@ -472,7 +470,13 @@ def precision_cautions(setup: Setup) -> tuple[str, ...]:
     if setup.target.mla is None or setup.precision.kv_dtype in SIXTEEN_BIT:
         return ()
     return tuple(f"{a.label}: {text}" for a in adapters(setup.hardware.vendor)
-                 if (text := a.args.rules.get("kv_cache_dtype", {}).get("mla_caution")))
+                 if (text := a._rule("kv_cache_dtype").get("mla_caution")))
+
+
+def _as_stored(served: str, own: str) -> bool:
+    """Whether weights served in `served` ("": the checkpoint's) are the checkpoint's `own`
+    as stored (16-bit either way: the same bytes and time)."""
+    return not served or served == own or {served, own} <= set(SIXTEEN_BIT)
 
 
 def tp_args(flag: str, tp: int) -> list[str]:

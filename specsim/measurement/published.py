@@ -24,7 +24,7 @@ from specsim.errors import SpecError
 from specsim.forward.memory import check_ep
 from specsim.measurement.pool import MAX_CV
 from specsim.specs.defaults import MAX_BATCH, MAX_CONTEXT_TOKENS, MAX_TP, MAX_TREE_NODES
-from specsim.specs.dtypes import BYTES_PER_PARAM
+from specsim.specs.dtypes import BYTES_PER_PARAM, SIXTEEN_BIT
 from specsim.specs.fields import MAX_INTEGER, MAX_NUMBER, check_keys, closest, show
 from specsim.specs.io import read_yaml
 from specsim.specs.models import load_model
@@ -362,24 +362,24 @@ def _check_benchmark(row: PublishedRow, says_prefill: bool, where: str) -> None:
                         "measured time per output token is a round over the tokens it yields)")
 
 
-def _weight_dtype(item: dict[str, object], where: str) -> str:
-    """The row's weight dtype ('' for bf16/fp16 or none: the model's own)."""
-    value = str(item.get("weight_dtype") or "")
-    if value in ("", "bf16", "fp16"):
-        return ""
+def _dtype(item: dict[str, object], where: str, field: str, default: str) -> str:
+    """A dtype field of the row (`default` where absent), one of specsim's dtypes."""
+    value = str(item.get(field) or default)
     if value not in BYTES_PER_PARAM:
-        raise SpecError(f"{where}: field 'weight_dtype' must be one of "
+        raise SpecError(f"{where}: field '{field}' must be one of "
                         f"{', '.join(BYTES_PER_PARAM)}, got {value!r}")
     return value
+
+
+def _weight_dtype(item: dict[str, object], where: str) -> str:
+    """The row's weight dtype ('' for bf16/fp16 or none: the model's own)."""
+    value = _dtype(item, where, "weight_dtype", "bf16")
+    return "" if value in SIXTEEN_BIT else value
 
 
 def _kv_dtype(item: dict[str, object], where: str) -> str:
     """The row's KV-cache dtype (bf16 unless the source ran another)."""
-    value = str(item.get("kv_dtype") or "bf16")
-    if value not in BYTES_PER_PARAM:
-        raise SpecError(f"{where}: field 'kv_dtype' must be one of "
-                        f"{', '.join(BYTES_PER_PARAM)}, got {value!r}")
-    return value
+    return _dtype(item, where, "kv_dtype", "bf16")
 
 
 def _drafter_spec(item: dict[str, object], where: str) -> str | None:

@@ -19,6 +19,7 @@ from specsim.present.report_speculation import acceptance_text
 from specsim.serving.capacity import Setting
 from specsim.serving.drafter_plan import DrafterPlan
 from specsim.serving.plan import Plan
+from specsim.specs.dtypes import SIXTEEN_BIT
 from specsim.specs.hardware import Hardware
 
 
@@ -53,7 +54,7 @@ def precision_text(plan: Plan) -> str:
     else."""
     p, own = plan.setup.precision, plan.model.weight_dtype
     parts = ([f"{p.weight_dtype} weights"] if p.weight_dtype and p.weight_dtype != own else []) \
-        + ([f"an {p.kv_dtype} KV cache"] if p.kv_dtype not in ("bf16", "fp16") else [])
+        + ([f"an {p.kv_dtype} KV cache"] if p.kv_dtype not in SIXTEEN_BIT else [])
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -71,14 +72,15 @@ def answer_text(plan: Plan) -> str:
     engines = plan.best_engines if b is not None else plan.best_plain_engines
     # weights or a cache as given that no engine starts (an int8 cache, bf16 weights of an
     # fp8 checkpoint): no command for the answer; the engine commands section says why
-    unserved = bool(precision_text(plan)) and not plan.answer_commands
+    served = precision_text(plan)
+    unserved = bool(served) and not plan.answer_commands
     lat = s.latency
-    text = (f"Serve {plan.model.name}{precision_text(plan)} on {plan.hardware.name} for "
+    text = (f"Serve {plan.model.name}{served} on {plan.hardware.name} for "
             f"{plan.scenario.name} with "
             + ("no speculation" if s.nodes == 0 else f"{s.drafter}, {_setting_text(s)}"
                + ("" if unserved else f" (runs on {' and '.join(engines)})" if engines
                   else " (no engine runs this drafter: specsim's model only)"))
-            + (f" (no engine serves {precision_text(plan).strip(' ()')}: specsim's model "
+            + (f" (no engine serves {served.strip(' ()')}: specsim's model "
                "only; see the commands)" if unserved else "")
             + f", at {s.layout} with {s.batch:,} concurrent requests per "
             + ("TP group" if s.ep > s.tp else "replica") + ": "

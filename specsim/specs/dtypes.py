@@ -10,6 +10,14 @@ from specsim.errors import SpecError
 BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
                    # MXFP4: 4-bit values plus one 8-bit scale per block of 32 (4.25 bits)
                    "mxfp4": 4.25 / 8, "int4": 0.5}
+# The 16-bit dtypes: one model's weights or cache in either are the same bytes and time, and
+# an engine's default ('auto', the checkpoint's dtype) serves them without a flag.
+SIXTEEN_BIT = ("bf16", "fp16")
+
+
+def is_quantized(dtype: str) -> bool:
+    """Whether `dtype` stores fewer bytes than a 16-bit one (fp8, int8, mxfp4, int4)."""
+    return BYTES_PER_PARAM[dtype] < 2.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

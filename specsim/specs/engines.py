@@ -483,11 +483,8 @@ def _kv_efficiency(f: Fields) -> dict[str, tuple[tuple[float, float], ...]]:
             continue
         points = []
         for key in widths.keys():
-            width = key.removeprefix("hd")
-            if not key.startswith("hd") or not width.isascii() or not width.isdigit() \
-                    or width != str(int(width)) or not 1 <= int(width) <= MAX_HEAD_DIM:
-                raise widths.error(key, f"must be hd<N>, N the head width (1 to {MAX_HEAD_DIM}, "
-                                   "e.g. hd128)")
+            width = widths.numbered_key(key, "hd", 1, MAX_HEAD_DIM, "must be hd<N>, N the head "
+                                        f"width (1 to {MAX_HEAD_DIM}, e.g. hd128)")
             points.append((float(width), widths.number(key, positive=True, maximum=1.0)))
         if not points:
             raise block.error(dtype, "must list at least one head width (e.g. hd128: 0.9)")

@@ -104,6 +104,16 @@ class Fields:
     def error(self, key: str, problem: str) -> SpecError:
         return SpecError(f"{self._path}: field '{self._prefix}{key}' {problem}")
 
+    def numbered_key(self, key: str, prefix: str, low: int, high: int, problem: str) -> int:
+        """The N of a key `<prefix><N>` (tp8, hd128): ASCII digits without a leading zero, in
+        [low, high]; else the error `problem` naming the field ('tp²' passed isdigit() and
+        broke int(); 'tp02' silently replaced 'tp2')."""
+        n = key.removeprefix(prefix)
+        if not key.startswith(prefix) or not n.isascii() or not n.isdigit() \
+                or n != str(int(n)) or not low <= int(n) <= high:
+            raise self.error(key, problem)
+        return int(n)
+
     def has(self, key: str) -> bool:
         self._ask(key)
         return key in self._data and self._data[key] is not None

@@ -428,12 +428,9 @@ def _allreduce(block: Fields | None) -> dict[int, tuple[tuple[float, float], ...
         return {}
     out: dict[int, tuple[tuple[float, float], ...]] = {}
     for key in block.keys():
-        degree = key.removeprefix("tp")
-        # ASCII digits, no leading zero: 'tp²' passed isdigit() and broke int(); 'tp02'
-        # silently replaced 'tp2'; a degree past MAX_TP is one no --tp can reach
-        if not key.startswith("tp") or not degree.isascii() or not degree.isdigit() \
-                or degree != str(int(degree)) or not 2 <= int(degree) <= MAX_TP:
-            raise block.error(key, f"must be tp<N> with N >= 2 GPUs, at most {MAX_TP} (e.g. tp8)")
+        # a degree past MAX_TP is one no --tp can reach
+        degree = block.numbered_key(key, "tp", 2, MAX_TP, f"must be tp<N> with N >= 2 GPUs, at "
+                                    f"most {MAX_TP} (e.g. tp8)")
         points = block.value(key)
         if not isinstance(points, list) or len(points) < 2:
             raise block.error(key, "must list at least two [message bytes, microseconds] pairs")
@@ -446,7 +443,7 @@ def _allreduce(block: Fields | None) -> dict[int, tuple[tuple[float, float], ...
             pairs.append((float(point[0]), float(point[1]) * US))
         if len({size for size, _ in pairs}) < len(pairs):
             raise block.error(key, "lists a message size twice")
-        out[int(degree)] = tuple(sorted(pairs))
+        out[degree] = tuple(sorted(pairs))
     return out
 
 

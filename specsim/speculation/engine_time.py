@@ -60,7 +60,7 @@ from specsim.forward.cost import PassCost, pass_cost
 from specsim.forward.ops import pass_work
 from specsim.forward.shapes import FloatArray, PassShape, uniform_passes
 from specsim.specs.drafters import Drafter
-from specsim.specs.dtypes import Precision
+from specsim.specs.dtypes import Precision, is_quantized
 from specsim.specs.engines import Engine
 from specsim.specs.hardware import Hardware, kernel_profile
 from specsim.specs.models import Model
@@ -335,7 +335,6 @@ def counted_round_time(engine: Engine, counts: OpCounts, *, batch: ArrayLike,
 
 
 EXPERT_OPS = ("experts_up", "experts_down")
-SIXTEEN_BIT_KV = ("bf16", "fp16", "fp32")  # caches no engine quantizes into or out of
 
 
 def quantized_extra_s(engine: Engine, hw: Hardware, cost: PassCost) -> FloatArray:
@@ -369,7 +368,7 @@ def quantized_kv_extra_s(engine: Engine, cost: PassCost) -> FloatArray:
         return extra
     for c in cost.ops:
         kernel = c.op.kernel
-        if kernel is None or kernel.kv_dtype in SIXTEEN_BIT_KV:
+        if kernel is None or not is_quantized(kernel.kv_dtype):
             continue
         # the casts an unfused engine runs per attention layer, each a graph kernel
         extra = extra + c.op.layers * engine.kv_quant_kernels_per_layer * engine.kernel_s
